@@ -1,0 +1,29 @@
+# The README's two set-up commands. Each works on a fresh machine from a clean clone.
+#   make demo   installs, then runs the main job (a tournament of the scripted players)
+#   make test   installs, then runs the whole test suite (what CI runs via .ci/run)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo test bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# torch first, pinned: 2.13.0 is the CPU build on local disk; a bare "torch" pulls a CUDA build.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/coevo tournament
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python benchmarks/env_speed.py

@@ -1,0 +1,83 @@
+"""Text games as PettingZoo AEC envs, and the scripted players that play them.
+
+Pure rules: nothing here imports torch or knows about LLMs.
+
+>>> import games
+>>> env = games.make("kuhn_poker")
+>>> env.reset(seed=3)
+>>> env.legal_moves("player_0")
+['check', 'bet']
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.util
+from collections.abc import Callable
+
+from pettingzoo import AECEnv
+
+from games import kuhn_analysis
+from games.core import GameInfo, Parsed, Rules, TextGameEnv
+from games.kuhn import KuhnPoker, StrategyPlayer
+from games.leduc import HeuristicPlayer as LeducHeuristic
+from games.leduc import LeducHoldem
+from games.negotiation import HeuristicPlayer as NegotiationHeuristic
+from games.negotiation import SimpleNegotiation
+from games.play import MatchResult, Player, RandomPlayer, play_match
+from games.pettingzoo_text import PettingZooTextEnv
+from games.textarena_env import TextArenaEnv
+from games.tictactoe import MinimaxPlayer, TicTacToe
+
+GAMES: dict[str, type[Rules]] = {
+    "tictactoe": TicTacToe,
+    "kuhn_poker": KuhnPoker,
+    "leduc_holdem": LeducHoldem,
+    "simple_negotiation": SimpleNegotiation,
+}
+# PettingZoo classic envs with a renderer (any other Discrete-action env works with the fallback).
+PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
+# SPIRAL's training games in TextArena; listed when textarena is installed.
+TEXTARENA_GAMES = ("textarena/KuhnPoker-v0", "textarena/SimpleNegotiation-v0", "textarena/TicTacToe-v0")
+
+SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
+    "tictactoe": {"random": RandomPlayer, "minimax": MinimaxPlayer},
+    "kuhn_poker": {
+        "random": RandomPlayer,
+        "nash": lambda: StrategyPlayer(kuhn_analysis.nash()),
+        "always_bet": lambda: StrategyPlayer(kuhn_analysis.always_bet()),
+        "never_bluff": lambda: StrategyPlayer(kuhn_analysis.never_bluff()),
+    },
+    "leduc_holdem": {"random": RandomPlayer, "heuristic": LeducHeuristic},
+    "simple_negotiation": {"random": RandomPlayer, "heuristic": NegotiationHeuristic},
+}
+
+
+def make(name: str, **kwargs) -> AECEnv:
+    """A game by name: one of ours, ``textarena/<id>``, or any PettingZoo id like ``classic/rps-v2``."""
+    if name in GAMES:
+        return TextGameEnv(GAMES[name], **kwargs)
+    if name.startswith("textarena/"):
+        return TextArenaEnv(name.removeprefix("textarena/"), **kwargs)
+    if "/" in name:
+        return PettingZooTextEnv(name, **kwargs)
+    raise ValueError(f"unknown game {name!r}; choose one of {', '.join(list())} or a PettingZoo id")
+
+
+def list() -> builtins.list[str]:  # noqa: A001 - the registry's public name, games.list()
+    """Every game ``make`` knows by name."""
+    names = [*GAMES, *PETTINGZOO_GAMES]
+    if importlib.util.find_spec("textarena") is not None:
+        names += TEXTARENA_GAMES
+    return names
+
+
+def scripted_players(game: str) -> dict[str, Callable[[], Player]]:
+    """Scripted players for ``game`` by name; random-legal is there for every finite-move game."""
+    return SCRIPTED_PLAYERS.get(game, {"random": RandomPlayer})
+
+
+__all__ = [
+    "GAMES", "GameInfo", "MatchResult", "Parsed", "Player", "RandomPlayer", "Rules", "TextGameEnv",
+    "make", "list", "play_match", "scripted_players",
+]  # fmt: skip

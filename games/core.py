@@ -1,0 +1,311 @@
+"""The shell every coevo text game shares.
+
+A game is two parts, as in PettingZoo's own classic games (``board.py`` beside ``tictactoe.py``):
+
+- a **rules object** (:class:`Rules`): pure Python, no gym and no torch. It deals, applies named
+  moves, says whose turn it is, what each seat may see, and what each seat earned;
+- :class:`TextGameEnv`: one thin PettingZoo AEC env that serves any rules object. Observations are
+  ``{"prompt": text, "action_mask": int8[K]}`` with ``Discrete(K)`` actions over the game's
+  canonical move list, or ``{"prompt": text}`` with free-text actions for games whose moves are
+  unbounded (negotiation offers). It adds the turn cap (truncation is a draw), the cost of an
+  illegal move, and ``render()`` as text.
+
+The observation layout is what ``pettingzoo.test.api_test`` accepts (research/population.md
+§1.10): the text key is ``"prompt"``, never ``"observation"``, and a text action space is never
+paired with a mask.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+from gymnasium.utils import seeding
+from pettingzoo import AECEnv
+
+PROMPT_MAX_CHARS = 2**16  # the transcript window; Shimmy's text observations use the same bound
+ACTION_MAX_CHARS = 4096  # a free-text move; longer model output is cut by the role, not here
+
+
+@dataclass(frozen=True)
+class GameInfo:
+    """Facts about a game that tests and trainers check every episode against."""
+
+    name: str  # registry id, e.g. "kuhn_poker"
+    version: int  # bumped on any change to rules, observation text or rewards
+    seats: tuple[str, ...]
+    zero_sum: bool
+    min_return: float  # bounds on one seat's total return over a whole match
+    max_return: float
+    max_turns: int  # default turn cap; reaching it truncates the match as a draw
+
+
+class FreeText(gymnasium.spaces.Text):
+    """A text space that contains any string up to ``max_length`` characters.
+
+    gymnasium's ``Text`` rejects every character outside its charset, and model output is full of
+    curly quotes and emoji (research/population.md §1.10). Sampling still draws printable ASCII.
+    """
+
+    def __init__(self, max_length: int):
+        super().__init__(max_length, min_length=0, charset=string.printable)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A move read from free text: the canonical move, or None and the reason it is invalid."""
+
+    move: str | None
+    reason: str = ""
+
+    @property
+    def valid(self) -> bool:
+        return self.move is not None
+
+
+@cache
+def _vocabulary(moves: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex matching any move name as a whole word, longest names first."""
+    alternatives = (r"\s+".join(map(re.escape, m.split())) for m in sorted(moves, key=len, reverse=True))
+    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)")
+
+
+def normalize(text: str) -> str:
+    """Fold case and compatibility forms (fullwidth letters, ligatures) so parsing is lenient."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def match_move(text: str, legal: Sequence[str], moves: tuple[str, ...]) -> Parsed:
+    """Read a named move from free text: case-insensitive, whole words, the last one named wins.
+
+    ``moves`` is the game's whole vocabulary, so that naming a real but illegal move gets its own
+    reason instead of being skipped in favour of an earlier legal one.
+    """
+    found = None
+    for found in _vocabulary(moves).finditer(normalize(text)):
+        pass
+    if found is None:
+        return Parsed(None, f"no move named; expected one of: {', '.join(legal)}")
+    move = " ".join(found.group(0).split())
+    if move not in legal:
+        return Parsed(None, f"'{move}' is not legal now; legal moves: {', '.join(legal)}")
+    return Parsed(move)
+
+
+class Rules(ABC):
+    """The pure rules of one match: subclass it, then serve it with :class:`TextGameEnv`.
+
+    Seats are indices here (0, 1, …); the env maps them to ``info.seats`` names.
+    """
+
+    info: GameInfo  # a class attribute, or set per match where options change it (Kuhn's rounds)
+    moves: ClassVar[tuple[str, ...] | None] = None  # canonical finite move list; None = free text
+    rules_text: str  # shown once at the top of every prompt
+
+    @property
+    @abstractmethod
+    def to_move(self) -> int | None:
+        """The seat to move, or None once the match is over."""
+
+    @abstractmethod
+    def legal_moves(self) -> list[str]:
+        """Moves open to the seat to move (for free-text games: move templates, for the prompt)."""
+
+    @abstractmethod
+    def apply(self, move: str) -> list[float]:
+        """Play a legal move for the seat to move; return the reward each seat earned by it."""
+
+    @abstractmethod
+    def view(self, seat: int) -> str:
+        """The state and history this seat is entitled to see, as text."""
+
+    @abstractmethod
+    def render(self) -> str:
+        """The full state, hidden information included, for a human debugging a match."""
+
+    def parse(self, text: str) -> Parsed:
+        """Free text to a legal move; never raises."""
+        assert self.moves is not None, "free-text games override parse"
+        return match_move(text, self.legal_moves(), self.moves)
+
+    def random_move(self, rng: np.random.Generator) -> str:
+        """A uniformly random legal move (free-text games override this)."""
+        legal = self.legal_moves()
+        return legal[rng.integers(len(legal))]
+
+
+class TextGameEnv(AECEnv):
+    """PettingZoo AEC env around a :class:`Rules` class.
+
+    Args:
+        rules_cls: the game's rules.
+        max_turns: turn cap (default ``info.max_turns``); reaching it truncates the match as a draw.
+        illegal_reward: what a seat earns for an illegal action (a masked-out index, or free text
+            that does not parse). The match ends; in zero-sum games the others share the opposite,
+            so returns still sum to zero. PettingZoo's classic games use -1.
+        **options: passed to ``rules_cls`` (e.g. ``rounds=3`` for Kuhn poker).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "is_parallelizable": False}
+
+    def __init__(
+        self,
+        rules_cls: type[Rules],
+        *,
+        max_turns: int | None = None,
+        illegal_reward: float = -1.0,
+        render_mode: str | None = None,
+        **options: Any,
+    ):
+        super().__init__()
+        # Built now so that bad options fail here, not at the first reset.
+        self.rules = rules_cls(np.random.default_rng(0), **options)
+        info = self.rules.info
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be 'ansi' or None, got {render_mode!r}")
+        self.rules_cls = rules_cls
+        self.options = options
+        self.info = info
+        self.max_turns = max_turns or info.max_turns
+        self.illegal_reward = illegal_reward
+        self.render_mode = render_mode
+        self.metadata = {**TextGameEnv.metadata, "name": f"{info.name}_v{info.version}"}
+        self.possible_agents = list(info.seats)
+        self._seat_of = {agent: i for i, agent in enumerate(self.possible_agents)}
+        self._move_index = {m: i for i, m in enumerate(rules_cls.moves or ())}
+        prompt = FreeText(PROMPT_MAX_CHARS)
+        if rules_cls.moves is None:
+            obs_space = gymnasium.spaces.Dict({"prompt": prompt})
+            act_space: gymnasium.Space = FreeText(ACTION_MAX_CHARS)
+        else:
+            k = len(rules_cls.moves)
+            mask = gymnasium.spaces.Box(0, 1, (k,), np.int8)
+            obs_space = gymnasium.spaces.Dict({"prompt": prompt, "action_mask": mask})
+            act_space = gymnasium.spaces.Discrete(k)
+        self._obs_spaces = {a: obs_space for a in self.possible_agents}
+        self._act_spaces = {a: act_space for a in self.possible_agents}
+
+    def observation_space(self, agent: str) -> gymnasium.Space:
+        return self._obs_spaces[agent]
+
+    def action_space(self, agent: str) -> gymnasium.Space:
+        return self._act_spaces[agent]
+
+    @property
+    def move_names(self) -> tuple[str, ...] | None:
+        """The canonical move list; ``Discrete`` action i is ``move_names[i]``."""
+        return self.rules_cls.moves
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        if seed is not None or self.np_random is None:
+            self.np_random, self.np_random_seed = seeding.np_random(seed)
+        self.rules = self.rules_cls(self.np_random, **self.options)
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: {} for a in self.agents}
+        self.num_turns = 0
+        self.agent_selection = self.possible_agents[self.rules.to_move]
+
+    def legal_moves(self, agent: str) -> list[str]:
+        """Named moves open to ``agent`` now: empty unless it is that seat's turn."""
+        if self._is_over() or self.rules.to_move != self._seat_of[agent]:
+            return []
+        return self.rules.legal_moves()
+
+    def parse_move(self, agent: str, text: str) -> Parsed:
+        """Read ``agent``'s move from free text; invalid (with a reason) when it is not its turn."""
+        if self._is_over() or self.rules.to_move != self._seat_of[agent]:
+            return Parsed(None, f"it is not {agent}'s turn")
+        return self.rules.parse(text)
+
+    def action_of(self, move: str) -> int | str:
+        """The env action for a named move: its index in a finite game, the text otherwise."""
+        return move if self.rules_cls.moves is None else self._move_index[move]
+
+    def observe(self, agent: str) -> dict[str, Any]:
+        seat = self._seat_of[agent]
+        legal = self.legal_moves(agent)
+        if legal:
+            status = "Your legal moves: " + ", ".join(legal)
+        elif self._is_over():
+            status = "The match is over."
+        else:
+            status = "Waiting for the other player."
+        prompt = f"{self.rules.rules_text}\n\n{self.rules.view(seat)}\n{status}"
+        if self.rules_cls.moves is None:
+            return {"prompt": prompt}
+        mask = np.zeros(len(self.rules_cls.moves), np.int8)
+        for move in legal:
+            mask[self._move_index[move]] = 1
+        return {"prompt": prompt, "action_mask": mask}
+
+    def step(self, action: int | str | None) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        seat = self._seat_of[agent]
+        self._cumulative_rewards[agent] = 0.0
+        self.infos = {a: {} for a in self.agents}
+        parsed = self._decode(action)
+        if parsed.valid:
+            earned = self.rules.apply(parsed.move)
+            self.infos[agent] = {"move": parsed.move, "valid": True}
+        else:
+            earned = self._forfeit(seat)
+            self.infos[agent] = {"move": None, "valid": False, "reason": parsed.reason}
+        self.rewards = {a: float(earned[self._seat_of[a]]) for a in self.agents}
+        self.num_turns += 1
+        if not parsed.valid or self.rules.to_move is None:
+            self.terminations = {a: True for a in self.agents}
+        elif self.num_turns >= self.max_turns:
+            self.truncations = {a: True for a in self.agents}
+        if self._is_over():
+            # Every seat is now dead and must be stepped once with None, starting after the mover.
+            self.agent_selection = self.possible_agents[(seat + 1) % len(self.possible_agents)]
+        else:
+            self.agent_selection = self.possible_agents[self.rules.to_move]
+        self._accumulate_rewards()
+
+    def _is_over(self) -> bool:
+        return any(self.terminations.values()) or any(self.truncations.values())
+
+    def _decode(self, action: int | str | None) -> Parsed:
+        if self.rules_cls.moves is None:
+            if not isinstance(action, str):
+                return Parsed(None, f"expected a text move, got {type(action).__name__}")
+            return self.rules.parse(action)
+        legal = self.rules.legal_moves()
+        if not isinstance(action, (int, np.integer)) or not 0 <= action < len(self.rules_cls.moves):
+            return Parsed(None, f"action {action!r} is not a move index in [0, {len(self.rules_cls.moves)})")
+        move = self.rules_cls.moves[int(action)]
+        if move not in legal:
+            return Parsed(None, f"'{move}' is not legal now; legal moves: {', '.join(legal)}")
+        return Parsed(move)
+
+    def _forfeit(self, seat: int) -> list[float]:
+        n = len(self.possible_agents)
+        others = -self.illegal_reward / (n - 1) if self.info.zero_sum else 0.0
+        return [self.illegal_reward if s == seat else others for s in range(n)]
+
+    def render(self) -> str:
+        return self.rules.render()
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,1 @@
+"""Policies, batched rollouts, advantage estimators, losses, learners and pools (see DESIGN.md)."""

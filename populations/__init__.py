@@ -1,0 +1,1 @@
+"""Populations of players: tournaments now; members, matchmaking, ratings, leagues and PBT next."""
