@@ -28,7 +28,7 @@ from games.core import PROMPT_MAX_CHARS, FreeText, Parsed, match_move
 @dataclass(frozen=True)
 class Renderer:
     rules_text: str
-    moves: Callable[[int], tuple[str, ...]]  # number of actions -> move names
+    moves: tuple[str, ...]  # names of actions 0, 1, …; the first K are used
     state: Callable[[Any, int], str]  # (inner observation without the mask, number of actions) -> text
 
 
@@ -62,30 +62,34 @@ RENDERERS: dict[str, Renderer] = {
         "You are playing Connect Four on a 6-row, 7-column board. Players take turns dropping a piece"
         " into a column (1-7); it falls to the lowest empty cell. Four of your pieces in a row,"
         " column or diagonal wins (+1; the opponent gets -1). A full board is a draw.",
-        lambda k: tuple(f"column {i + 1}" for i in range(k)),
+        tuple(f"column {i + 1}" for i in range(7)),
         _connect_four_state,
     ),
     "classic/rps": Renderer(
         "You are playing repeated rock-paper-scissors. Rock beats scissors, scissors beats paper,"
         " paper beats rock. Each round both players choose; the winner gets +1, the loser -1.",
-        lambda k: RPS_NAMES[:k],
+        RPS_NAMES,
         _rps_state,
     ),
     "classic/leduc_holdem": Renderer(
         "You are playing Leduc hold'em: a deck of two each of J, Q, K; one private card each, two"
         " betting rounds (raises of 2, then 4, at most two per round), and one public card after"
         " the first round. A card pairing the public card wins at showdown, else the higher card.",
-        lambda k: ("call", "raise", "fold", "check")[:k],
+        ("call", "raise", "fold", "check"),
         _leduc_state,
     ),
 }
 
 
-def _generic_renderer(env_id: str) -> Renderer:
+def _array_state(obs: Any, k: int) -> str:
+    return "Observation: " + np.array2string(np.asarray(obs), threshold=10_000)
+
+
+def _generic_renderer(env_id: str, k: int) -> Renderer:
     return Renderer(
         f"You are playing the PettingZoo environment {env_id}. Choose one of the legal moves.",
-        lambda k: tuple(f"action {i}" for i in range(k)),
-        lambda obs, k: "Observation: " + np.array2string(np.asarray(obs), threshold=10_000),
+        tuple(f"action {i}" for i in range(k)),
+        _array_state,
     )
 
 
@@ -95,8 +99,6 @@ class PettingZooTextEnv(BaseWrapper):
     def __init__(self, env_id: str, **kwargs: Any):
         super().__init__(pettingzoo.make("aec", env_id, **kwargs))
         self.env_id = env_id
-        family = re.sub(r"-v\d+$", "", env_id)
-        self.renderer = RENDERERS.get(family) or _generic_renderer(env_id)
         sizes = set()
         for agent in self.env.possible_agents:
             space = self.env.action_space(agent)
@@ -106,7 +108,11 @@ class PettingZooTextEnv(BaseWrapper):
         if len(sizes) != 1:
             raise ValueError(f"{env_id}: every agent must have the same number of actions, got {sorted(sizes)}")
         (k,) = sizes
-        self.move_names = self.renderer.moves(k)
+        family = re.sub(r"-v\d+$", "", env_id)
+        self.renderer = RENDERERS.get(family) or _generic_renderer(env_id, k)
+        if len(self.renderer.moves) < k:
+            raise ValueError(f"{env_id}: its renderer names {len(self.renderer.moves)} moves, the env has {k}")
+        self.move_names = self.renderer.moves[:k]
         self._move_index = {m: i for i, m in enumerate(self.move_names)}
         obs_space = gymnasium.spaces.Dict(
             {"prompt": FreeText(PROMPT_MAX_CHARS), "action_mask": gymnasium.spaces.Box(0, 1, (k,), np.int8)}

@@ -1,0 +1,8 @@
+import os
+
+from hypothesis import settings
+
+# No deadlines: CI's 2-core machines are slow and noisy; examples are bounded instead.
+settings.register_profile("default", deadline=None, max_examples=100)
+settings.register_profile("ci", deadline=None, max_examples=100, derandomize=True, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "default")

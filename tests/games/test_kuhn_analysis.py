@@ -1,0 +1,64 @@
+"""Golden values for the exact Kuhn analysis, each with its source."""
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from games import kuhn_analysis as ka
+
+
+@pytest.mark.parametrize("alpha", [Fraction(0), Fraction(1, 12), Fraction(1, 6), Fraction(1, 3)])
+def test_equilibrium_family_value_and_zero_exploitability(alpha):
+    # -1/18 is the game value for the first player under every equilibrium:
+    # https://en.wikipedia.org/wiki/Kuhn_poker
+    strategy = ka.nash(alpha)
+    assert ka.first_player_value(strategy) == Fraction(-1, 18)
+    assert ka.exploitability(strategy) == 0
+
+
+def test_uniform_random_nash_conv():
+    # 11/12, as in OpenSpiel's exploitability_test.py for uniform play in Kuhn poker.
+    assert ka.nash_conv(ka.uniform()) == Fraction(11, 12)
+    assert float(ka.exploitability(ka.uniform())) == pytest.approx(0.4583, abs=1e-4)
+
+
+def test_always_fold_nash_conv():
+    # 2: a best response bets everything into a player who always folds (OpenSpiel's tests).
+    assert ka.nash_conv(ka.always_fold()) == 2
+
+
+def test_best_response_table():
+    # Against always-bet, worked by hand over the 6 deals, from the second player's side:
+    #   K: calls, +2 in both deals                                  -> +4
+    #   Q: cannot tell J (+2 on a call) from K (-2): calling nets 0, folding -2 -> calls, 0
+    #   J: folds, -1 in both deals                                   -> -2
+    # (4 + 0 - 2) / 6 = 1/3. A best response that could see the card would get 1/2: the
+    # information-set constraint is what this checks.
+    assert ka.best_response_value(ka.always_bet(), seat=1) == Fraction(1, 3)
+
+
+def test_missing_information_sets_are_named():
+    with pytest.raises(ValueError, match="Kcb"):
+        ka.first_player_value({k: 0 for k in ka.INFOSETS if k != "Kcb"})
+
+
+def test_alpha_outside_the_family_is_refused():
+    with pytest.raises(ValueError, match=r"\[0, 1/3\]"):
+        ka.nash(Fraction(1, 2))
+
+
+probabilities = st.fractions(min_value=0, max_value=1, max_denominator=12)
+
+
+@given(st.fixed_dictionaries({k: probabilities for k in ka.INFOSETS}))
+def test_properties_of_any_strategy(strategy):
+    value = ka.first_player_value(strategy)
+    # A best response does at least as well as the strategy's own play, in each seat...
+    assert ka.best_response_value(strategy, 0) >= value
+    assert ka.best_response_value(strategy, 1) >= -value
+    # ...so NashConv is non-negative, and nobody can do better than the equilibrium's guarantee.
+    assert ka.nash_conv(strategy) >= 0
+    assert ka.best_response_value(strategy, 0) >= Fraction(-1, 18)
+    assert ka.best_response_value(strategy, 1) >= Fraction(1, 18)

@@ -1,0 +1,20 @@
+"""Benchmarks run and report what they promise (speed itself is never asserted in a test)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+
+
+def test_env_speed_prints_one_json_line_with_both_ratios():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "env_speed.py"), "--seconds", "0.05", "--repeats", "1"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    (line,) = done.stdout.strip().splitlines()
+    report = json.loads(line)
+    assert set(report["steps_per_s"]) == {"coevo_tictactoe", "pettingzoo_tictactoe_v3", "textarena_TicTacToe_v0"}
+    assert all(rate > 0 for rate in report["steps_per_s"].values())
+    assert {"ratio_vs_pettingzoo", "ratio_vs_textarena"} <= set(report)
