@@ -145,7 +145,58 @@ class Rules(ABC):
         return legal[rng.integers(len(legal))]
 
 
-class TextGameEnv(AECEnv):
+class TurnTakingEnv(AECEnv):
+    """AEC bookkeeping for games where one seat moves at a time and the match ends for all at once.
+
+    Subclasses set ``possible_agents`` and ``max_turns``, call :meth:`_start` from ``reset`` and
+    :meth:`_end_turn` at the end of every live ``step``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "is_parallelizable": False}
+    max_turns: int
+
+    def _seed(self, seed: int | None) -> None:
+        if seed is not None or self.np_random is None:
+            self.np_random, self.np_random_seed = seeding.np_random(seed)
+
+    def _start(self, first: str) -> None:
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: {} for a in self.agents}
+        self.num_turns = 0
+        self.agent_selection = first
+
+    def _is_over(self) -> bool:
+        return any(self.terminations.values()) or any(self.truncations.values())
+
+    def _end_turn(
+        self, mover: str, rewards: dict[str, float], info: dict, over: bool, next_agent: str | None
+    ) -> None:
+        """Record one move's rewards and info; end the match if ``over`` or at the turn cap.
+
+        ``next_agent`` is who moves next when the match goes on (None when ``over``).
+        """
+        self.rewards = rewards
+        self.infos = {a: {} for a in self.agents}
+        self.infos[mover] = info
+        self.num_turns += 1
+        if over:
+            self.terminations = dict.fromkeys(self.agents, True)
+        elif self.num_turns >= self.max_turns:
+            self.truncations = dict.fromkeys(self.agents, True)
+        if self._is_over():
+            # Every seat is now dead and must be stepped once with None, starting after the mover.
+            i = self.possible_agents.index(mover)
+            self.agent_selection = self.possible_agents[(i + 1) % len(self.possible_agents)]
+        else:
+            self.agent_selection = next_agent
+        self._accumulate_rewards()
+
+
+class TextGameEnv(TurnTakingEnv):
     """PettingZoo AEC env around a :class:`Rules` class.
 
     Args:
@@ -156,8 +207,6 @@ class TextGameEnv(AECEnv):
             so returns still sum to zero. PettingZoo's classic games use -1.
         **options: passed to ``rules_cls`` (e.g. ``rounds=3`` for Kuhn poker).
     """
-
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "is_parallelizable": False}
 
     def __init__(
         self,
@@ -182,7 +231,7 @@ class TextGameEnv(AECEnv):
         self.max_turns = max_turns or info.max_turns
         self.illegal_reward = illegal_reward
         self.render_mode = render_mode
-        self.metadata = {**TextGameEnv.metadata, "name": f"{info.name}_v{info.version}"}
+        self.metadata = {**TurnTakingEnv.metadata, "name": f"{info.name}_v{info.version}"}
         self.possible_agents = list(info.seats)
         self._seat_of = {agent: i for i, agent in enumerate(self.possible_agents)}
         self._move_index = {m: i for i, m in enumerate(rules_cls.moves or ())}
@@ -210,17 +259,9 @@ class TextGameEnv(AECEnv):
         return self.rules_cls.moves
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
-        if seed is not None or self.np_random is None:
-            self.np_random, self.np_random_seed = seeding.np_random(seed)
+        self._seed(seed)
         self.rules = self.rules_cls(self.np_random, **self.options)
-        self.agents = list(self.possible_agents)
-        self.rewards = {a: 0.0 for a in self.agents}
-        self._cumulative_rewards = {a: 0.0 for a in self.agents}
-        self.terminations = {a: False for a in self.agents}
-        self.truncations = {a: False for a in self.agents}
-        self.infos = {a: {} for a in self.agents}
-        self.num_turns = 0
-        self.agent_selection = self.possible_agents[self.rules.to_move]
+        self._start(self.possible_agents[self.rules.to_move])
 
     def legal_moves(self, agent: str) -> list[str]:
         """Named moves open to ``agent`` now: empty unless it is that seat's turn."""
@@ -260,31 +301,18 @@ class TextGameEnv(AECEnv):
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
-        seat = self._seat_of[agent]
         self._cumulative_rewards[agent] = 0.0
-        self.infos = {a: {} for a in self.agents}
         parsed = self._decode(action)
         if parsed.valid:
             earned = self.rules.apply(parsed.move)
-            self.infos[agent] = {"move": parsed.move, "valid": True}
+            info = {"move": parsed.move, "valid": True}
         else:
-            earned = self._forfeit(seat)
-            self.infos[agent] = {"move": None, "valid": False, "reason": parsed.reason}
-        self.rewards = {a: float(earned[self._seat_of[a]]) for a in self.agents}
-        self.num_turns += 1
-        if not parsed.valid or self.rules.to_move is None:
-            self.terminations = {a: True for a in self.agents}
-        elif self.num_turns >= self.max_turns:
-            self.truncations = {a: True for a in self.agents}
-        if self._is_over():
-            # Every seat is now dead and must be stepped once with None, starting after the mover.
-            self.agent_selection = self.possible_agents[(seat + 1) % len(self.possible_agents)]
-        else:
-            self.agent_selection = self.possible_agents[self.rules.to_move]
-        self._accumulate_rewards()
-
-    def _is_over(self) -> bool:
-        return any(self.terminations.values()) or any(self.truncations.values())
+            earned = self._forfeit(self._seat_of[agent])
+            info = {"move": None, "valid": False, "reason": parsed.reason}
+        rewards = {a: float(earned[self._seat_of[a]]) for a in self.agents}
+        over = not parsed.valid or self.rules.to_move is None
+        next_agent = None if over else self.possible_agents[self.rules.to_move]
+        self._end_turn(agent, rewards, info, over, next_agent)
 
     def _decode(self, action: int | str | None) -> Parsed:
         if self.rules_cls.moves is None:

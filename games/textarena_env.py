@@ -19,18 +19,16 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
-from gymnasium.utils import seeding
-from pettingzoo import AECEnv
 
-from games.core import ACTION_MAX_CHARS, PROMPT_MAX_CHARS, FreeText
+from games.core import ACTION_MAX_CHARS, PROMPT_MAX_CHARS, FreeText, TurnTakingEnv
 
 GAME_SENDER = -1  # TextArena's id for messages from the game itself
 
 
-class TextArenaEnv(AECEnv):
+class TextArenaEnv(TurnTakingEnv):
     """A TextArena game behind the PettingZoo AEC API.
 
     Args:
@@ -39,8 +37,6 @@ class TextArenaEnv(AECEnv):
         max_turns: turn cap; reaching it truncates the match with no further reward.
         **kwargs: passed to ``textarena.make``.
     """
-
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "is_parallelizable": False}
 
     def __init__(self, env_id: str, num_players: int = 2, max_turns: int = 200, **kwargs: Any):
         try:
@@ -52,7 +48,7 @@ class TextArenaEnv(AECEnv):
         self.game = textarena.make(f"{env_id}-raw", **kwargs)
         self.num_players = num_players
         self.max_turns = max_turns
-        self.metadata = {**TextArenaEnv.metadata, "name": f"textarena_{env_id}"}
+        self.metadata = {**TurnTakingEnv.metadata, "name": f"textarena_{env_id}"}
         self.possible_agents = [f"player_{i}" for i in range(num_players)]
         self._obs_space = gymnasium.spaces.Dict({"prompt": FreeText(PROMPT_MAX_CHARS)})
         self._act_space = FreeText(ACTION_MAX_CHARS)
@@ -75,20 +71,12 @@ class TextArenaEnv(AECEnv):
             random.setstate(outside)
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
-        if seed is not None or self.np_random is None:
-            self.np_random, self.np_random_seed = seeding.np_random(seed)
+        self._seed(seed)
         with self._own_random():
             self.game.reset(num_players=self.num_players, seed=int(self.np_random.integers(2**31)))
-        self.agents = list(self.possible_agents)
-        self.rewards = {a: 0.0 for a in self.agents}
-        self._cumulative_rewards = {a: 0.0 for a in self.agents}
-        self.terminations = {a: False for a in self.agents}
-        self.truncations = {a: False for a in self.agents}
-        self.infos = {a: {} for a in self.agents}
-        self.transcripts: dict[str, list[str]] = {a: [] for a in self.agents}
-        self.num_turns = 0
+        self.transcripts: dict[str, list[str]] = {a: [] for a in self.possible_agents}
         self._collect_messages()
-        self.agent_selection = self._current_agent()
+        self._start(self._current_agent())
 
     def _current_agent(self) -> str:
         return self.possible_agents[self.game.state.current_player_id]
@@ -114,21 +102,12 @@ class TextArenaEnv(AECEnv):
         with self._own_random():
             done, step_info = self.game.step(str(action))
         self._collect_messages()
-        self.num_turns += 1
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self.infos = {a: {} for a in self.agents}
-        self.infos[agent] = {k: str(v) for k, v in step_info.items()}
+        rewards = dict.fromkeys(self.agents, 0.0)
         if done:
-            rewards, _game_info = self.game.close()
-            self.rewards = {a: float(rewards[i]) for i, a in enumerate(self.possible_agents)}
-            self.terminations = dict.fromkeys(self.agents, True)
-        elif self.num_turns >= self.max_turns:
-            self.truncations = dict.fromkeys(self.agents, True)
-        if done or self.num_turns >= self.max_turns:
-            self.agent_selection = self.possible_agents[(self.possible_agents.index(agent) + 1) % self.num_players]
-        else:
-            self.agent_selection = self._current_agent()
-        self._accumulate_rewards()
+            final, _game_info = self.game.close()
+            rewards = {a: float(final[i]) for i, a in enumerate(self.possible_agents)}
+        info = {k: str(v) for k, v in step_info.items()}
+        self._end_turn(agent, rewards, info, done, None if done else self._current_agent())
 
     def render(self) -> str:
         return "\n".join(f"{a}:\n" + "\n".join(t) for a, t in self.transcripts.items())

@@ -1,6 +1,8 @@
 """Every registered game through PettingZoo's own checkers, a pickle round-trip and its info record."""
 
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -94,3 +96,9 @@ def test_bad_options_fail_at_construction(bad):
 def test_unknown_game_names_the_known_ones():
     with pytest.raises(ValueError, match="tictactoe"):
         games.make("chess")
+
+
+def test_games_import_without_torch():
+    # DESIGN.md: games is pure rules; a None entry in sys.modules makes `import torch` fail.
+    code = "import sys; sys.modules['torch'] = None; import games; games.make('kuhn_poker').reset(seed=0)"
+    subprocess.run([sys.executable, "-c", code], check=True)
