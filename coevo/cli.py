@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,7 +11,12 @@ from rich.progress import Progress
 from rich.table import Table
 
 import games
+from coevo.transcript import TranscriptPrinter
+from marl.players import is_model, make_player
+from marl.policy import Sampling
+from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from populations.tournament import round_robin, standings
+from roles.seat import InvalidMoves
 
 app = typer.Typer(help="coevo: role-specialised LLM agents co-evolving in PettingZoo games.", no_args_is_help=True)
 console = Console()
@@ -61,6 +67,57 @@ def tournament(
                 str(row.wins), str(row.draws), str(row.losses),
             )  # fmt: skip
         console.print(table)
+
+
+def _check_player(name: str, game: str) -> str:
+    try:
+        make_player(name, game)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    return name
+
+
+@app.command()
+def match(
+    game: Annotated[str, typer.Argument(help="Game to play; `coevo games` lists them.")],
+    p0: Annotated[str, typer.Option("--p0", help="Player in the first seat: a model, `human`, or a scripted player.")] = "tiny",
+    p1: Annotated[str, typer.Option("--p1", help="Player in the second seat.")] = "random",
+    seed: Annotated[int, typer.Option(help="Seeds the deal, the players and sampling.")] = 0,
+    mode: Annotated[str, typer.Option(help="How models move: `generate` (free text, parsed) or `choose` (forced choice over legal moves).")] = "generate",
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature for models; 0 = greedy.")] = 0.7,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens a model may write per turn.")] = 256,
+    invalid: Annotated[str, typer.Option(help="Invalid model output: `forfeit`, `retry:N` or `random_legal`.")] = "retry:1",
+    show_prompt: Annotated[bool, typer.Option("--show-prompt", help="Print each full prompt (system and user).")] = False,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the Episode record here as JSON.")] = None,
+) -> None:
+    """Play one match turn by turn: what each seat saw, the raw output, the parsed move, rewards."""
+    if game not in games.list():
+        raise typer.BadParameter(f"unknown game {game!r}; choose from: {', '.join(games.list())}", param_hint="GAME")
+    if mode not in ("generate", "choose"):
+        raise typer.BadParameter(f"mode must be generate or choose, got {mode!r}", param_hint="--mode")
+    try:
+        rule = InvalidMoves.parse(invalid)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--invalid") from None
+    names = {"player_0": p0, "player_1": p1}
+    for name in names.values():
+        _check_player(name, game)
+    sampling = Sampling(temperature, 1.0, max_new_tokens)
+    seats = {
+        seat: SeatSpec(make_player(name, game), name, mode if is_model(name) else "generate", sampling, invalid=rule)
+        for seat, name in names.items()
+    }
+    spec = MatchSpec(game, seed, seats)
+    printer = TranscriptPrinter(console, show_prompt)
+    printer.start(spec, games.make(game).rules_text)
+    try:
+        [episode] = RolloutEngine(concurrency=1, on_turn=printer.turn).play([spec])
+    except ValueError as err:  # e.g. forced choice in a free-text game
+        raise typer.BadParameter(str(err)) from None
+    printer.end(episode)
+    if json_path is not None:
+        json_path.write_text(episode.model_dump_json(indent=2))
+        console.print(f"episode written to {json_path}")
 
 
 if __name__ == "__main__":

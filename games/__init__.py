@@ -73,7 +73,10 @@ def list() -> builtins.list[str]:  # noqa: A001 - the registry's public name, ga
 
 
 def scripted_players(game: str) -> dict[str, Callable[[], Player]]:
-    """Scripted players for ``game`` by name; random-legal is there for every finite-move game."""
+    """Scripted players for ``game`` by name: random-legal for every game but TextArena's, whose
+    moves are free text with no list to draw from."""
+    if game.startswith("textarena/"):
+        return {}
     return SCRIPTED_PLAYERS.get(game, {"random": RandomPlayer})
 
 

@@ -254,6 +254,10 @@ class TextGameEnv(TurnTakingEnv):
         return self._act_spaces[agent]
 
     @property
+    def rules_text(self) -> str:
+        return self.rules.rules_text
+
+    @property
     def move_names(self) -> tuple[str, ...] | None:
         """The canonical move list; ``Discrete`` action i is ``move_names[i]``."""
         return self.rules_cls.moves
@@ -274,6 +278,10 @@ class TextGameEnv(TurnTakingEnv):
         if self._is_over() or self.rules.to_move != self._seat_of[agent]:
             return Parsed(None, f"it is not {agent}'s turn")
         return self.rules.parse(text)
+
+    def random_move(self, agent: str, rng: np.random.Generator) -> str | None:
+        """A uniformly random legal move for ``agent`` (None when it is not its turn)."""
+        return self.rules.random_move(rng) if self.legal_moves(agent) else None
 
     def action_of(self, move: str) -> int | str:
         """The env action for a named move: its index in a finite game, the text otherwise."""

@@ -35,11 +35,11 @@ CARDS = "JQK"
 MOVES = ("check", "bet", "call", "fold")
 LETTER = {"check": "c", "bet": "b", "call": "c", "fold": "f"}
 
-RULES_TEXT = """You are playing Kuhn poker. The deck has three cards: J < Q < K. Each hand, both players ante 1
+RULES_TEXT = " ".join("""You are playing Kuhn poker. The deck has three cards: J < Q < K. Each hand, both players ante 1
 chip and get one private card. The first player may check or bet 1 chip. After a check, the second
 player may check (the higher card wins the 2 antes) or bet 1. Facing a bet, a player may call
 (match it; the higher card wins the pot of 4) or fold (the bettor wins the antes). Your reward is
-the chips you win or lose."""
+the chips you win or lose.""".split())  # one paragraph: terminals and chat templates wrap it
 
 
 class KuhnPoker(Rules):

@@ -30,12 +30,12 @@ MOVES = ("fold", "check", "call", "bet", "raise")
 BET_SIZE = (2, 4)  # per round
 MAX_RAISES = 2  # a bet and one raise per round
 
-RULES_TEXT = """You are playing Leduc hold'em. The deck has two each of J < Q < K. Both players ante 1 chip and
+RULES_TEXT = " ".join("""You are playing Leduc hold'em. The deck has two each of J < Q < K. Both players ante 1 chip and
 get one private card. There are two betting rounds; in each, a player may check or bet when nothing
 is owed, and fold, call or raise when facing a bet, with at most one bet and one raise per round.
 Bets and raises are 2 chips in round 1 and 4 chips in round 2. After round 1 a public card is
 dealt. At showdown, a private card that pairs the public card wins; otherwise the higher card wins;
-equal cards split the pot. Your reward is the chips you win or lose."""
+equal cards split the pot. Your reward is the chips you win or lose.""".split())  # one paragraph: terminals and chat templates wrap it
 
 
 def hand_strength(card: str, public: str) -> int:

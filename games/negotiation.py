@@ -36,12 +36,12 @@ VALUE_RANGE = (1, 20)  # value of one unit, inclusive
 MOVE_TEMPLATES = {"offer": "offer <n> wood|gold for <n> wood|gold", "accept": "accept", "deny": "deny", "pass": "pass"}
 _EXTREME = 2 * INVENTORY_RANGE[1] * VALUE_RANGE[1]  # everything both sides hold, at the top value
 
-RULES_TEXT = f"""You are trading in a negotiation game with two resources, wood and gold. Each player has an
+RULES_TEXT = " ".join(f"""You are trading in a negotiation game with two resources, wood and gold. Each player has an
 inventory and values one unit of each resource privately (between {VALUE_RANGE[0]} and {VALUE_RANGE[1]}); the
 players' valuations differ. On your turn you may make an offer ("offer 3 wood for 2 gold" means you
 give 3 wood and receive 2 gold), accept or deny the opponent's pending offer, or pass. A new offer
 replaces (denies) a pending one. Your reward at the end is the change in the value of your own
-inventory at your own valuations."""
+inventory at your own valuations.""".split())  # one paragraph: terminals and chat templates wrap it
 
 _AMOUNT = r"(?<!\d)(\d{1,6})\s*(wood|gold)"
 _BUNDLE = rf"{_AMOUNT}(?:\s*(?:,|and|\+|&)\s*{_AMOUNT})?"

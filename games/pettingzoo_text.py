@@ -123,6 +123,10 @@ class PettingZooTextEnv(BaseWrapper):
     def observation_space(self, agent: str) -> gymnasium.Space:
         return self._obs_spaces[agent]
 
+    @property
+    def rules_text(self) -> str:
+        return self.renderer.rules_text
+
     def _mask(self, agent: str, raw: Any) -> np.ndarray:
         if isinstance(raw, dict) and "action_mask" in raw:
             return np.asarray(raw["action_mask"], np.int8)
@@ -144,6 +148,11 @@ class PettingZooTextEnv(BaseWrapper):
         if not legal:
             return Parsed(None, f"{agent} has no move to make now")
         return match_move(text, legal, self.move_names)
+
+    def random_move(self, agent: str, rng: np.random.Generator) -> str | None:
+        """A uniformly random legal move for ``agent`` (None when it has none)."""
+        legal = self.legal_moves(agent)
+        return legal[rng.integers(len(legal))] if legal else None
 
     def action_of(self, move: str) -> int:
         return self._move_index[move]

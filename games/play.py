@@ -21,15 +21,10 @@ class Player(Protocol):
 
 
 class RandomPlayer:
-    """Uniform over legal moves: the action mask where there is one, the game's sampler otherwise."""
+    """Uniform over legal moves (for free-text games, over the game's own move sampler)."""
 
     def act(self, env: AECEnv, agent: str, rng: np.random.Generator) -> Any:
-        obs = env.observe(agent)
-        if "action_mask" in obs:
-            legal = np.flatnonzero(obs["action_mask"])
-            return int(legal[rng.integers(len(legal))])
-        game = env.unwrapped
-        return game.action_of(game.rules.random_move(rng))
+        return env.action_of(env.random_move(agent, rng))
 
 
 @dataclass

@@ -54,8 +54,22 @@ class TextArenaEnv(TurnTakingEnv):
         self._act_space = FreeText(ACTION_MAX_CHARS)
         self._random_state = random.Random(0).getstate()
 
+    move_names = None  # moves are free text, judged by TextArena itself
+    rules_text = "TextArena states its rules in the first message of each player's transcript."
+
     def observation_space(self, agent: str) -> gymnasium.Space:
         return self._obs_space
+
+    def legal_moves(self, agent: str) -> list[str]:
+        """Unknown here: TextArena decides what is legal when the move is played."""
+        return []
+
+    def random_move(self, agent: str, rng) -> None:
+        """None: TextArena's moves are free text with no list to draw from."""
+        return None
+
+    def action_of(self, move: str) -> str:
+        return move
 
     def action_space(self, agent: str) -> gymnasium.Space:
         return self._act_space

@@ -24,10 +24,10 @@ MOVES = tuple(f"{col}{row}" for row in "123" for col in "abc")  # index = 3 * ro
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 MARKS = "XO"
 
-RULES_TEXT = """You are playing tic-tac-toe on a 3x3 board. Columns are a, b, c (left to right) and rows are
+RULES_TEXT = " ".join("""You are playing tic-tac-toe on a 3x3 board. Columns are a, b, c (left to right) and rows are
 1, 2, 3 (top to bottom), so a cell is named like b2 (the centre). X moves first, then the players
 alternate, each marking one empty cell. Three of your marks in a row, column or diagonal wins (+1,
-the opponent gets -1). A full board with no line is a draw (0)."""
+the opponent gets -1). A full board with no line is a draw (0).""".split())  # one paragraph: terminals and chat templates wrap it
 
 
 def winner(board: tuple[str, ...]) -> str | None:

@@ -1,0 +1,85 @@
+"""The one interface every player implements, batched: language models, scripted players, humans.
+
+- ``act(requests) -> responses``: one completion per request (text, token ids, the log-prob of
+  each sampled token, why it stopped).
+- ``score(requests, candidates) -> responses``: for each request, each candidate completion
+  scored by teacher forcing (its tokens and their log-probs; ``Response.logprob`` sums them).
+  This serves forced-choice play and exact strategy extraction.
+
+Log-probs are those of the distribution the token was drawn from before top-p truncation:
+``log_softmax(logits / T)``, with T = 1 for greedy decoding, so a forward pass can recompute them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 1.0  # 0 = greedy
+    top_p: float = 1.0  # nucleus sampling; 1 = the whole distribution
+    max_new_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+
+
+@dataclass
+class Request:
+    """One turn to play. Language models read ``messages``; scripted players and humans read the env."""
+
+    messages: list[dict[str, str]]  # chat messages: {"role": "system" | "user", "content": …}
+    sampling: Sampling = Sampling()
+    adapter: str | None = None  # LoRA member on a shared base; None = the base model
+    seed: int = 0  # sampling seed for this turn
+    env: Any = None  # the live game, for players that read it directly
+    agent: str | None = None  # the seat to move in ``env``
+
+
+@dataclass
+class Response:
+    text: str
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)  # one per completion token
+    finish_reason: str = "stop"  # "stop" (end of turn), "length" (hit max_new_tokens), "scripted", "scored"
+
+    @property
+    def logprob(self) -> float:
+        return math.fsum(self.logprobs)
+
+
+class Policy(Protocol):
+    name: str
+
+    def act(self, requests: Sequence[Request]) -> list[Response]: ...
+
+    def score(self, requests: Sequence[Request], candidates: Sequence[Sequence[str]]) -> list[list[Response]]: ...
+
+
+def check_policy(policy: Policy, requests: Sequence[Request], candidates: Sequence[Sequence[str]]) -> None:
+    """Check ``policy`` keeps the interface's promises on these requests; raises AssertionError naming the rule."""
+    responses = policy.act(requests)
+    assert len(responses) == len(requests), f"act returned {len(responses)} responses for {len(requests)} requests"
+    for r, req in zip(responses, requests):
+        assert isinstance(r.text, str), f"response text must be str, got {type(r.text).__name__}"
+        assert len(r.logprobs) == len(r.completion_ids), (
+            f"one log-prob per completion token: {len(r.logprobs)} log-probs, {len(r.completion_ids)} tokens"
+        )
+        assert len(r.completion_ids) <= req.sampling.max_new_tokens, (
+            f"{len(r.completion_ids)} tokens exceed max_new_tokens={req.sampling.max_new_tokens}"
+        )
+        assert all(lp <= 1e-6 for lp in r.logprobs), f"log-probs must be <= 0, got {max(r.logprobs)}"
+    scored = policy.score(requests, candidates)
+    assert [len(s) for s in scored] == [len(c) for c in candidates], "score returns one response per candidate"
+    for row in scored:
+        assert all(len(s.logprobs) == len(s.completion_ids) for s in row), "one log-prob per scored token"

@@ -1,0 +1,222 @@
+"""The batched rollout engine: many matches in flight, one model call per policy per step.
+
+Each step gathers the pending turn of every live match, groups the turns by policy (a model with
+all its LoRA members counts as one: peft mixes adapters in one batch) and by action mode, and makes
+one ``act`` (free text, parsed by the seat's role) or ``score`` (forced choice over the legal
+moves) call per group. Matches end independently; new ones start at once so the batch stays full.
+Playing one match at a time is the slow path SPIRAL's batch-size-1 generation got stuck on.
+
+>>> from games.play import RandomPlayer
+>>> from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
+>>> from marl.scripted import ScriptedPolicy
+>>> seat = SeatSpec(ScriptedPolicy("random", RandomPlayer), "random")
+>>> [ep] = RolloutEngine().play([MatchSpec("tictactoe", seed=1, seats={"player_0": seat, "player_1": seat})])
+>>> sum(ep.rewards.values())
+0.0
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+import games
+from marl.episode import Episode, Turn
+from marl.policy import Policy, Request, Response, Sampling
+from roles.seat import InvalidMoves, SeatRole
+
+
+@dataclass
+class SeatSpec:
+    """Who plays a seat, and how."""
+
+    policy: Policy
+    member: str  # recorded on every turn: model, adapter or scripted player name
+    mode: Literal["generate", "choose"] = "generate"
+    sampling: Sampling = Sampling()
+    adapter: str | None = None
+    invalid: InvalidMoves = InvalidMoves()
+
+
+@dataclass
+class MatchSpec:
+    game: str
+    seed: int
+    seats: dict[str, SeatSpec]
+    match_id: str = ""  # default "<game>-<seed>"
+    game_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def _turn_seed(match_seed: int, turn: int) -> int:
+    return int(np.random.SeedSequence([match_seed, turn]).generate_state(1)[0])
+
+
+class _Live:
+    """One match in flight: its env, the turns so far, and the running returns."""
+
+    def __init__(self, spec: MatchSpec):
+        self.spec = spec
+        self.env = games.make(spec.game, **spec.game_kwargs)
+        missing = set(self.env.possible_agents) - set(spec.seats)
+        if missing:
+            raise ValueError(f"{spec.game} needs players for seats {sorted(missing)}; got {sorted(spec.seats)}")
+        for seat, who in spec.seats.items():
+            if who.mode == "choose" and self.env.move_names is None:
+                raise ValueError(f"{seat}: forced choice needs a game with a move list; {spec.game} takes free text")
+        self.role = SeatRole(spec.game)
+        self.rng = np.random.default_rng(spec.seed)
+        self.returns = dict.fromkeys(self.env.possible_agents, 0.0)
+        self.turns: list[Turn] = []
+        self.attempt = 0
+        self.truncated = False
+        self.forfeited_by: str | None = None
+        self.env.reset(seed=spec.seed)
+        self._skip_dead()
+
+    @property
+    def over(self) -> bool:
+        return self.forfeited_by is not None or not self.env.agents
+
+    @property
+    def agent(self) -> str:
+        return self.env.agent_selection
+
+    @property
+    def seat(self) -> SeatSpec:
+        return self.spec.seats[self.agent]
+
+    def _step(self, action: Any) -> None:
+        """Bank the reward the seat to move has accumulated, then step (PettingZoo's AEC contract)."""
+        _, reward, _, truncated, _ = self.env.last(observe=False)
+        self.returns[self.agent] += float(reward)
+        self.truncated |= truncated
+        self.env.step(action)
+
+    def _skip_dead(self) -> None:
+        while self.env.agents and (self.env.terminations[self.agent] or self.env.truncations[self.agent]):
+            self._step(None)
+
+    def request(self) -> Request:
+        observation = self.env.observe(self.agent)["prompt"]
+        return Request(
+            self.role.messages(observation), self.seat.sampling, self.seat.adapter,
+            _turn_seed(self.spec.seed, len(self.turns)), self.env, self.agent,
+        )  # fmt: skip
+
+    def candidates(self) -> list[str]:
+        return [self.role.format_move(m) for m in self.env.legal_moves(self.agent)]
+
+    def _record(self, request: Request, response: Response, **outcome: Any) -> Turn:
+        turn = Turn(
+            index=len(self.turns), seat=self.agent, role=self.agent, member=self.seat.member,
+            observation=request.messages[-1]["content"], prompt_ids=response.prompt_ids,
+            completion_ids=response.completion_ids, logprobs=response.logprobs, text=response.text,
+            attempt=self.attempt, mode=self.seat.mode, **outcome,
+        )  # fmt: skip
+        self.turns.append(turn)
+        return turn
+
+    def play_text(self, request: Request, response: Response) -> Turn:
+        parsed = self.role.parse(self.env, self.agent, response.text)
+        if parsed.valid:
+            return self._play(request, response, parsed.move)
+        return self._invalid(request, response, parsed.reason)
+
+    def play_choice(self, request: Request, scored: list[Response]) -> Turn:
+        legal = self.env.legal_moves(self.agent)
+        logps = np.array([s.logprob for s in scored])
+        temperature = self.seat.sampling.temperature
+        if temperature == 0:
+            pick = int(np.argmax(logps))
+        else:
+            weights = np.exp((logps - logps.max()) / temperature)
+            pick = int(self.rng.choice(len(legal), p=weights / weights.sum()))
+        return self._play(request, scored[pick], legal[pick])
+
+    def _play(self, request: Request, response: Response, move: str) -> Turn:
+        turn = self._record(request, response, move=move, valid=True, action=move)
+        self.attempt = 0
+        self._step(self.env.action_of(move))
+        self._skip_dead()
+        return turn
+
+    def _invalid(self, request: Request, response: Response, reason: str) -> Turn:
+        rule = self.seat.invalid
+        if rule.kind == "retry" and self.attempt < rule.retries:
+            turn = self._record(request, response, move=None, valid=False, reason=reason)
+            self.attempt += 1
+            return turn
+        move = self.env.random_move(self.agent, self.rng) if rule.kind == "random_legal" else None
+        if move is not None:  # TextArena has no move list to draw from: it forfeits instead
+            turn = self._record(request, response, move=None, valid=False, reason=reason, action=move, penalty=rule.penalty)
+            self.attempt = 0
+            self._step(self.env.action_of(move))
+            self._skip_dead()
+            return turn
+        turn = self._record(request, response, move=None, valid=False, reason=reason, penalty=rule.penalty)
+        self.forfeited_by = self.agent
+        for seat in self.returns:
+            self.returns[seat] += rule.opponent_reward if seat != self.agent else 0.0
+        return turn
+
+    def episode(self) -> Episode:
+        rewards = dict(self.returns)
+        for turn in self.turns:
+            rewards[turn.seat] += turn.penalty
+        return Episode(
+            match_id=self.spec.match_id or f"{self.spec.game}-{self.spec.seed}", game=self.spec.game,
+            seed=self.spec.seed, members={s: who.member for s, who in self.spec.seats.items()},
+            turns=self.turns, rewards=rewards, truncated=self.truncated, forfeited_by=self.forfeited_by,
+        )  # fmt: skip
+
+
+class RolloutEngine:
+    """Plays matches ``concurrency`` at a time, batching every model call.
+
+    Args:
+        concurrency: matches in flight at once (the batch size a model sees, at most).
+        on_turn: called with (match spec, turn) after every turn, e.g. to print a transcript live.
+    """
+
+    def __init__(self, concurrency: int = 64, on_turn: Callable[[MatchSpec, Turn], None] | None = None):
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        self.concurrency = concurrency
+        self.on_turn = on_turn
+
+    def play(self, matches: Iterable[MatchSpec]) -> list[Episode]:
+        """Play every match to its end; episodes come back in the order the matches were given."""
+        queue = deque(enumerate(matches))
+        live: list[tuple[int, _Live]] = []
+        episodes: dict[int, Episode] = {}
+        while queue or live:
+            while queue and len(live) < self.concurrency:
+                index, spec = queue.popleft()
+                live.append((index, _Live(spec)))
+            for index, match in [x for x in live if x[1].over]:
+                episodes[index] = match.episode()
+            live = [x for x in live if not x[1].over]
+            self._step_all([m for _, m in live])
+        return [episodes[i] for i in range(len(episodes))]
+
+    def _step_all(self, matches: list[_Live]) -> None:
+        """One turn for every match: one batched call per (policy, mode)."""
+        groups: dict[tuple[int, str], list[_Live]] = defaultdict(list)
+        for match in matches:
+            groups[id(match.seat.policy), match.seat.mode].append(match)
+        for (_, mode), group in groups.items():
+            policy = group[0].seat.policy
+            requests = [m.request() for m in group]
+            if mode == "choose":
+                results = policy.score(requests, [m.candidates() for m in group])
+                turns = [m.play_choice(r, s) for m, r, s in zip(group, requests, results)]
+            else:
+                results = policy.act(requests)
+                turns = [m.play_text(r, s) for m, r, s in zip(group, requests, results)]
+            if self.on_turn is not None:
+                for match, turn in zip(group, turns):
+                    self.on_turn(match.spec, turn)

@@ -1,0 +1,124 @@
+"""The role of a player in a competitive game: its prompt, its output format, its parser, and what
+an invalid move costs.
+
+A model is asked to reason, then give its move as ``\\boxed{MOVE}`` (SPIRAL's format). Reading the
+answer is lenient where SPIRAL was strict (research/spiral.md §3.3): the last ``\\boxed{…}`` wins,
+else the last ``[…]``, else the whole text; the game's own parser then finds the move
+case-insensitively, tolerating whitespace and punctuation. Output that still names no legal move
+is an invalid move with a reason — never an exception — and costs what the config says:
+
+- ``forfeit``: the match ends; the offender gets ``penalty``, every other seat ``opponent_reward``
+  (SPIRAL: −1.5 / +0.5 in training, −1 / +1 in evaluation).
+- ``retry:N``: the seat is asked again, up to N more times (TextArena allows 1), then forfeits.
+- ``random_legal``: a uniformly random legal move is played for it, and it gets ``penalty``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pettingzoo import AECEnv
+
+from games.core import Parsed
+
+FAMILY_BRIEFS = {
+    "board": "You are an expert board-game player. Play to win.",
+    "poker": "You are an expert poker player. Play to win as many chips as you can.",
+    "negotiation": "You are a shrewd trader. Trade to increase the value of your own inventory.",
+    "arena": "You are playing a two-player game. Make valid moves to win.",
+}
+GAME_FAMILIES = {
+    "tictactoe": "board",
+    "classic/connect_four-v3": "board",
+    "classic/rps-v2": "board",
+    "kuhn_poker": "poker",
+    "leduc_holdem": "poker",
+    "classic/leduc_holdem-v4": "poker",
+    "simple_negotiation": "negotiation",
+}
+OUTPUT_FORMAT = (
+    "Think step by step, briefly. Then give your move on the last line as \\boxed{MOVE}, "
+    "where MOVE is exactly one of your legal moves."
+)
+TEXTARENA_FORMAT = "Think step by step, briefly. Then give your action on the last line as \\boxed{[ACTION]}."
+
+
+def family_of(game: str) -> str:
+    return "arena" if game.startswith("textarena/") else GAME_FAMILIES.get(game, "board")
+
+
+def _boxed_contents(text: str) -> list[str]:
+    """Contents of every ``\\boxed{…}``, braces balanced (``\\boxed{\\text{bet}}`` gives ``\\text{bet}``)."""
+    found = []
+    for start in (m.end() for m in re.finditer(r"\\boxed\s*\{", text)):
+        depth, i = 1, start
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found.append(text[start : i - 1])
+    return found
+
+
+def extract_answer(text: str) -> str | None:
+    """The answer part of a model's output: the last ``\\boxed{}``, else the last ``[…]``, else None."""
+    boxed = _boxed_contents(text)
+    if boxed:
+        return re.sub(r"\\text\s*\{([^{}]*)\}", r"\1", boxed[-1]).strip()
+    brackets = re.findall(r"\[([^\[\]]*)\]", text)
+    return brackets[-1].strip() if brackets else None
+
+
+@dataclass(frozen=True)
+class InvalidMoves:
+    """What an invalid move costs; see the module docstring."""
+
+    kind: Literal["forfeit", "retry", "random_legal"] = "forfeit"
+    retries: int = 0  # extra attempts for "retry"
+    penalty: float = -1.0  # added to the offender's return (forfeit, random_legal)
+    opponent_reward: float = 1.0  # added to every other seat's return on a forfeit
+
+    @classmethod
+    def parse(cls, spec: str, penalty: float = -1.0, opponent_reward: float = 1.0) -> InvalidMoves:
+        """``"forfeit"``, ``"retry:N"`` or ``"random_legal"``."""
+        kind, _, count = spec.partition(":")
+        if kind == "retry" and count.isdigit() and int(count) >= 1:
+            return cls("retry", int(count), penalty, opponent_reward)
+        if kind in ("forfeit", "random_legal") and not count:
+            return cls(kind, 0, penalty, opponent_reward)
+        raise ValueError(f"invalid-move handling must be 'forfeit', 'retry:N' (N >= 1) or 'random_legal', got {spec!r}")
+
+
+@dataclass(frozen=True)
+class SeatRole:
+    """A competitive game's seat as an LLM sees it. The role's name is the seat's (first or second
+    mover), which is what role-conditioned baselines key on."""
+
+    game: str
+
+    @property
+    def family(self) -> str:
+        return family_of(self.game)
+
+    def messages(self, observation: str) -> list[dict[str, str]]:
+        """System prompt (who you are, how to answer) and the seat's observation as the user turn."""
+        fmt = TEXTARENA_FORMAT if self.family == "arena" else OUTPUT_FORMAT
+        return [
+            {"role": "system", "content": f"{FAMILY_BRIEFS[self.family]} {fmt}"},
+            {"role": "user", "content": observation},
+        ]
+
+    def format_move(self, move: str) -> str:
+        """A move written as the role's output format asks, for forced-choice scoring."""
+        return f"\\boxed{{{move}}}"
+
+    def parse(self, env: AECEnv, agent: str, text: str) -> Parsed:
+        """Model output to a move for ``agent``; never raises."""
+        answer = extract_answer(text)
+        if self.family == "arena":  # TextArena judges its own moves; give it the bracketed action
+            if answer is None:
+                return Parsed(None, "no \\boxed{[ACTION]} or [ACTION] in the output")
+            return Parsed(answer if answer.startswith("[") else f"[{answer}]")
+        return env.parse_move(agent, text if answer is None else answer)
