@@ -194,12 +194,12 @@ class RolloutEngine:
         live: list[tuple[int, _Live]] = []
         episodes: dict[int, Episode] = {}
         while queue or live:
-            while queue and len(live) < self.concurrency:
-                index, spec = queue.popleft()
-                live.append((index, _Live(spec)))
             for index, match in [x for x in live if x[1].over]:
                 episodes[index] = match.episode()
             live = [x for x in live if not x[1].over]
+            while queue and len(live) < self.concurrency:  # refill before stepping: the batch stays full
+                index, spec = queue.popleft()
+                live.append((index, _Live(spec)))
             self._step_all([m for _, m in live])
         return [episodes[i] for i in range(len(episodes))]
 

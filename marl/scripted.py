@@ -61,7 +61,11 @@ class HumanPolicy:
         responses = []
         for r in requests:
             self.show(r.messages[-1]["content"])
-            responses.append(Response(self.ask(f"{r.agent}, your move: "), finish_reason="human"))
+            try:
+                answer = self.ask(f"{r.agent}, your move: ")
+            except EOFError:  # input closed: an empty answer, handled like any invalid move
+                answer = ""
+            responses.append(Response(answer, finish_reason="human"))
         return responses
 
     def score(self, requests: Sequence[Request], candidates: Sequence[Sequence[str]]) -> list[list[Response]]:

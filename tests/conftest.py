@@ -6,3 +6,19 @@ from hypothesis import settings
 settings.register_profile("default", deadline=None, max_examples=100)
 settings.register_profile("ci", deadline=None, max_examples=100, derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    from marl.models import load_tiny
+
+    return load_tiny()
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    from marl.players import model
+
+    return model("smollm2-135m")

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 import games
 from coevo.cli import app
+from marl.episode import Episode
 
 runner = CliRunner()
 
@@ -39,3 +40,51 @@ def test_console_script_is_installed():
     done = subprocess.run([str(script), "tournament", "-g", "tictactoe", "--matches", "2"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "minimax" in done.stdout
+
+
+def test_match_prints_each_turn_and_the_result():
+    result = runner.invoke(app, ["match", "kuhn_poker", "--p0", "always_bet", "--p1", "nash", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    assert "Turn 1 · player_0" in result.output and "move: bet ✓" in result.output
+    assert "player_0 (always_bet)" in result.output and "\x1b[" not in result.output  # plain when piped
+
+
+def test_match_with_the_tiny_model_writes_the_episode(tmp_path):
+    path = tmp_path / "episode.json"
+    args = ["match", "tictactoe", "--p0", "tiny", "--p1", "minimax", "--max-new-tokens", "8", "--json", str(path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    episode = Episode.model_validate_json(path.read_text())
+    assert episode.members == {"player_0": "tiny", "player_1": "minimax"}
+    assert "invalid ✗" in result.output or "move:" in result.output
+
+
+def test_match_forced_choice_and_full_prompts():
+    args = ["match", "kuhn_poker", "--p0", "tiny", "--mode", "choose", "--show-prompt", "--temperature", "0"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "system:" in result.output and "\\boxed{MOVE}" in result.output
+    assert "(tiny, choose)" in result.output
+
+
+def test_match_against_a_human():
+    result = runner.invoke(app, ["match", "tictactoe", "--p0", "human", "--p1", "minimax"], input="b2\na1\nc1\na3\nc3\n")
+    assert result.exit_code == 0, result.output
+    assert "player_0, your move:" in result.output and "move: b2 ✓" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, listed",
+    [
+        (["match", "chess"], "kuhn_poker"),
+        (["match", "kuhn_poker", "--p1", "gto"], "never_bluff"),
+        (["match", "kuhn_poker", "--invalid", "sometimes"], "retry:N"),
+        (["match", "kuhn_poker", "--mode", "guess"], "generate or choose"),
+        (["match", "simple_negotiation", "--mode", "choose"], "forced choice needs a game with a move list"),
+    ],
+)
+def test_match_bad_arguments_list_the_choices(args, listed):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    flat = " ".join(result.output.replace("│", " ").split())  # rich boxes and wraps error text
+    assert listed in flat

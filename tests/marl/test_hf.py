@@ -1,0 +1,118 @@
+"""The Hugging Face policy: batching is exact, recorded log-probs are recomputable, LoRA members mix."""
+
+import math
+
+import pytest
+import torch
+from peft import LoraConfig
+
+from marl.hf import HFPolicy
+from marl.models import load_tiny
+from marl.policy import Request, Sampling, check_policy
+
+PROMPTS = [
+    "Your card is K. Legal moves: check, bet",
+    "Board:\n. X .\n. O .\n. . .\nYour legal moves: a1, c1",
+    "Hi",
+    "Offer 3 wood for 2 gold? Legal: accept, deny, pass, offer",
+]
+
+
+def request(text, sampling=Sampling(0, 1, 12), **kw):
+    return Request([{"role": "system", "content": "Answer in \\boxed{}."}, {"role": "user", "content": text}], sampling, **kw)
+
+
+def forward_logprobs(policy, prompt_ids, completion_ids, temperature=1.0, adapter=None):
+    """Log-probs of ``completion_ids`` after ``prompt_ids``: one unpadded forward pass."""
+    ids = torch.tensor([prompt_ids + completion_ids])
+    kwargs = {"adapter_names": [adapter or "__base__"]} if policy.adapters else {}
+    with torch.no_grad():
+        logits = policy.model(input_ids=ids, **kwargs).logits[0]  # (S, V)
+    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    start = len(prompt_ids)
+    return [logprobs[start - 1 + i, t].item() for i, t in enumerate(completion_ids)]
+
+
+def test_interface_promises_hold(tiny):
+    check_policy(tiny, [request(p) for p in PROMPTS], [["\\boxed{a}", "\\boxed{bb}"]] * len(PROMPTS))
+
+
+def test_greedy_batched_equals_one_at_a_time(tiny):
+    batched = tiny.act([request(p) for p in PROMPTS])
+    alone = [tiny.act([request(p)])[0] for p in PROMPTS]
+    assert [r.completion_ids for r in batched] == [r.completion_ids for r in alone]
+    for b, a in zip(batched, alone):
+        assert b.logprobs == pytest.approx(a.logprobs, abs=1e-4)
+
+
+@pytest.mark.parametrize("sampling", [Sampling(0, 1, 10), Sampling(0.7, 0.9, 10), Sampling(1.3, 1.0, 10)])
+def test_recorded_logprobs_match_a_forward_pass(tiny, sampling):
+    # Tolerance 1e-4 (fp32): left padding in the batch changes the summation order, not the maths.
+    responses = tiny.act([request(p, sampling, seed=i) for i, p in enumerate(PROMPTS)])
+    temperature = sampling.temperature or 1.0
+    for r in responses:
+        assert r.logprobs == pytest.approx(forward_logprobs(tiny, r.prompt_ids, r.completion_ids, temperature), abs=1e-4)
+
+
+def test_sampling_is_reproducible_per_seed(tiny):
+    a = tiny.act([request(p, Sampling(1.0, 1.0, 8), seed=7) for p in PROMPTS])
+    b = tiny.act([request(p, Sampling(1.0, 1.0, 8), seed=7) for p in PROMPTS])
+    assert [r.completion_ids for r in a] == [r.completion_ids for r in b]
+
+
+def test_per_request_sampling_settings(tiny):
+    short, long = tiny.act([request("Hi", Sampling(0, 1, 3)), request("Hi", Sampling(0, 1, 9))])
+    assert (len(short.completion_ids), short.finish_reason) == (3, "length")
+    assert len(long.completion_ids) == 9
+    assert long.completion_ids[:3] == short.completion_ids  # greedy: the same start
+
+
+def test_top_p_keeps_only_the_nucleus(tiny):
+    # With top_p tiny, only the most likely token may be drawn: sampling equals greedy.
+    greedy = tiny.act([request(p, Sampling(0, 1, 6)) for p in PROMPTS])
+    nucleus = tiny.act([request(p, Sampling(1.0, 1e-6, 6), seed=3) for p in PROMPTS])
+    assert [r.completion_ids for r in nucleus] == [r.completion_ids for r in greedy]
+
+
+def test_score_matches_an_unpadded_forward_pass(tiny):
+    candidates = [["\\boxed{check}", "\\boxed{bet}"], ["\\boxed{a1}", "\\boxed{c1}", "x"], ["\\boxed{hello there}"], ["y"]]
+    scored = tiny.score([request(p) for p in PROMPTS], candidates)
+    for row, options in zip(scored, candidates):
+        assert [s.text for s in row] == options
+        for s in row:
+            expected = forward_logprobs(tiny, s.prompt_ids, s.completion_ids)
+            assert s.logprobs == pytest.approx(expected, abs=1e-4)
+            assert s.logprob == pytest.approx(math.fsum(expected), abs=1e-3)
+
+
+def test_lora_members_mix_in_one_batch():
+    policy = load_tiny()
+    base_alone = policy.act([request(p) for p in PROMPTS])
+    for name, scale in (("alice", 0.5), ("bob", -0.5)):
+        policy.add_adapter(name, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+        with torch.no_grad():  # make each member play differently from the base
+            for n, p in policy.model.named_parameters():
+                if f"lora_B.{name}" in n:
+                    p.copy_(torch.randn_like(p) * scale)
+    adapters = ["alice", None, "bob", "alice"]
+    mixed = policy.act([request(p, adapter=a) for p, a in zip(PROMPTS, adapters)])
+    alone = [policy.act([request(p, adapter=a)])[0] for p, a in zip(PROMPTS, adapters)]
+    assert [r.completion_ids for r in mixed] == [r.completion_ids for r in alone]
+    assert mixed[1].completion_ids == base_alone[1].completion_ids  # no adapter: the base model
+    bet = [["\\boxed{bet}"]]
+    as_base = policy.score([request(PROMPTS[0])], bet)[0][0].logprob
+    as_alice = policy.score([request(PROMPTS[0], adapter="alice")], bet)[0][0].logprob
+    assert abs(as_alice - as_base) > 1e-3, "the alice adapter should change the model's distribution"
+    for r, a in zip(mixed, adapters):
+        assert r.logprobs == pytest.approx(forward_logprobs(policy, r.prompt_ids, r.completion_ids, adapter=a), abs=1e-4)
+
+
+def test_unknown_adapter_is_named(tiny):
+    with pytest.raises(ValueError, match="no adapters \\['carol'\\]"):
+        tiny.act([request("Hi", adapter="carol")])
+
+
+def test_smollm2_plays_a_turn(smollm2):
+    [r] = smollm2.act([request("Kuhn poker. Your card is K. Legal moves: check, bet", Sampling(0, 1, 16))])
+    assert isinstance(smollm2, HFPolicy) and r.text.strip()
+    assert r.logprobs == pytest.approx(forward_logprobs(smollm2, r.prompt_ids, r.completion_ids), abs=1e-3)

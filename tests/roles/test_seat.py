@@ -1,0 +1,82 @@
+"""Seat roles: answer extraction, lenient parsing that never raises, invalid-move configuration."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import games
+from roles.seat import InvalidMoves, SeatRole, extract_answer, family_of
+
+
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("I think... \\boxed{bet}", "bet"),
+        ("\\boxed{check} no wait \\boxed{ bet }", "bet"),  # the last box wins
+        ("\\boxed{\\text{call}}", "call"),
+        ("\\boxed{offer {3} wood}", "offer {3} wood"),  # balanced braces
+        ("[Offer: 3 Wood -> 2 Gold]", "Offer: 3 Wood -> 2 Gold"),
+        ("first [a1] then [b2]", "b2"),
+        ("\\boxed{unclosed", None),
+        ("no answer at all", None),
+        ("", None),
+    ],
+)
+def test_extract_answer(text, answer):
+    assert extract_answer(text) == answer
+
+
+@pytest.mark.parametrize(
+    "text, move",
+    [
+        ("Reasoning.\n\\boxed{BET}", "bet"),
+        ("I'll go with [ check ].", "check"),
+        ("\\boxed{\\text{Bet}}", "bet"),
+        ("bet", "bet"),  # no box: the whole text is read
+    ],
+)
+def test_parse_is_lenient(text, move):
+    env = games.make("kuhn_poker")
+    env.reset(seed=0)
+    assert SeatRole("kuhn_poker").parse(env, "player_0", text).move == move
+
+
+def test_textarena_answers_are_bracketed_for_the_env():
+    env = games.make("textarena/KuhnPoker-v0")
+    env.reset(seed=0)
+    role = SeatRole("textarena/KuhnPoker-v0")
+    assert role.parse(env, env.agent_selection, "\\boxed{bet}").move == "[bet]"
+    assert role.parse(env, env.agent_selection, "\\boxed{[check]}").move == "[check]"
+    assert not role.parse(env, env.agent_selection, "nothing").valid
+
+
+@pytest.mark.parametrize("game", [g for g in games.list()])
+@given(text=st.text())
+def test_parse_never_raises_on_any_text(game, text):
+    env = games.make(game)
+    env.reset(seed=0)
+    parsed = SeatRole(game).parse(env, env.agent_selection, text)
+    assert parsed.valid or parsed.reason
+    if parsed.valid and env.move_names is not None:
+        assert parsed.move in env.legal_moves(env.agent_selection)
+
+
+def test_every_game_has_a_family_prompt():
+    for game in games.list():
+        system, user = SeatRole(game).messages("state")
+        assert "\\boxed" in system["content"] and user == {"role": "user", "content": "state"}
+    assert family_of("kuhn_poker") == "poker" and family_of("textarena/TicTacToe-v0") == "arena"
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [("forfeit", InvalidMoves("forfeit")), ("retry:2", InvalidMoves("retry", 2)), ("random_legal", InvalidMoves("random_legal"))],
+)
+def test_invalid_moves_parse(spec, expected):
+    assert InvalidMoves.parse(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["retry", "retry:0", "retry:x", "forfeit:1", "explode"])
+def test_invalid_moves_parse_names_the_choices(spec):
+    with pytest.raises(ValueError, match="forfeit', 'retry:N'"):
+        InvalidMoves.parse(spec)
