@@ -1,8 +1,12 @@
 """A Hugging Face causal LM as a batched :class:`~marl.policy.Policy`.
 
-``act`` is one ``model.generate`` call for the whole batch: prompts left-padded, sampling settings
-per request (a logits processor applies each row's temperature and top-p), and the log-prob of
-every sampled token recorded on the fly, so no (B, T, V) tensor is ever kept. ``score`` is one
+Prompts in a batch mostly start alike (system prompt, then the game's rules): that shared prefix
+is computed once and its KV cache shared by every row, then the rest of each row is left-padded
+after it (position ids count real tokens only, so the padding hole changes nothing).
+
+``act`` is one ``model.generate`` call for the whole batch: sampling settings
+per request (a logits processor draws each row's token with its own temperature and top-p), and
+the log-prob of every sampled token recorded on the fly, so no (B, T, V) tensor is ever kept. ``score`` is one
 teacher-forced forward pass per chunk of (prompt, candidate) pairs, left-padded so that only the
 last K positions need logits.
 
@@ -15,57 +19,78 @@ Shapes: B requests, L prompt length (padded), T new tokens, V vocabulary, K cand
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import Cache, LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from marl.policy import Request, Response
 
 BASE = "__base__"  # peft's name for "no adapter" in a mixed batch
 SCORE_CHUNK = 64  # (prompt, candidate) pairs per forward pass in score()
+PREFIX_MIN = 16  # shared leading tokens worth computing once per batch
 
 
-class _RecordLogprobs(LogitsProcessor):
-    """Runs first, on raw logits: keeps log_softmax(logits / T) of each step only until the next
-    step reveals which token was drawn, then keeps that token's log-prob alone."""
-
-    def __init__(self, temperatures: torch.Tensor):
-        self.temperatures = temperatures[:, None]  # (B, 1); greedy rows use 1
-        self.steps: list[torch.Tensor] = []  # T × (B,)
-        self._last: torch.Tensor | None = None  # (B, V)
-
-    def _keep(self, tokens: torch.Tensor) -> None:
-        if self._last is not None:
-            self.steps.append(self._last.gather(1, tokens[:, None]).squeeze(1))
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        self._keep(input_ids[:, -1])
-        self._last = torch.log_softmax(scores.float() / self.temperatures, dim=-1)
-        return scores
-
-    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
-        self._keep(last_tokens)
-        return torch.stack(self.steps, dim=1)  # (B, T)
+@dataclass
+class _Batch:
+    ids: torch.Tensor  # (B, P + S): the shared prefix, then each row's left-padded rest
+    mask: torch.Tensor  # (B, P + S)
+    prefix: int  # P, tokens already in ``cache``; 0 = no cache
+    cache: Cache | None
 
 
-class _PerRowSampling(LogitsProcessor):
-    """Each row's own temperature and top-p; temperature 0 rows keep only their argmax."""
+class _Sampler(LogitsProcessor):
+    """Draws each row's next token itself — its own temperature and top-p, argmax at temperature 0 —
+    records that token's log-prob, and hands generate scores where only that token is on top, so
+    generate runs greedy and never calls ``torch.multinomial``.
 
-    def __init__(self, temperatures: torch.Tensor, top_ps: torch.Tensor):
+    Why: multinomial over a 49k vocabulary costs about 1 ms a row on a CPU, more than the tiny
+    model's whole forward pass. Inverse-CDF sampling needs one pass to exponentiate, one cumulative
+    sum (whose last entry is also the normaliser for the log-prob), and one uniform number a row.
+
+    The recorded log-prob is log_softmax(logits / T) at the drawn token, before top-p truncation
+    (T = 1 for greedy rows), which a forward pass can recompute.
+    """
+
+    def __init__(self, temperatures: torch.Tensor, top_ps: torch.Tensor, seed: int):
         self.greedy = temperatures == 0  # (B,)
-        self.temperatures = torch.where(self.greedy, 1.0, temperatures)[:, None]
-        self.top_ps = top_ps[:, None]
+        self.any_greedy = bool(self.greedy.any())
+        scale = torch.where(self.greedy, 1.0, temperatures)[:, None]  # (B, 1)
+        self.scale = None if bool((scale == 1).all()) else scale
+        self.nucleus_rows = ((top_ps < 1) & ~self.greedy).nonzero().squeeze(1)  # (R,)
+        self.top_ps = top_ps[self.nucleus_rows][:, None]  # (R, 1)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.steps: list[torch.Tensor] = []  # T × (B,) log-probs of the drawn tokens
+
+    def _truncate_to_nucleus(self, weights: torch.Tensor) -> None:
+        """Zero, in place, the weights outside the smallest top set whose mass reaches top_p."""
+        rows = weights[self.nucleus_rows]  # (R, V), unnormalised
+        sorted_rows, order = rows.sort(dim=-1, descending=True)
+        mass_before = (sorted_rows.cumsum(dim=-1) - sorted_rows) / sorted_rows.sum(dim=-1, keepdim=True)
+        drop_sorted = mass_before >= self.top_ps
+        weights[self.nucleus_rows] = rows.masked_fill(drop_sorted.scatter(1, order, drop_sorted), 0.0)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        scores = scores / self.temperatures  # (B, V)
-        sorted_scores, order = scores.sort(dim=-1, descending=True)
-        mass_before = sorted_scores.softmax(dim=-1).cumsum(dim=-1) - sorted_scores.softmax(dim=-1)
-        drop_sorted = mass_before >= self.top_ps  # keeps the smallest prefix reaching top_p
-        drop_sorted[:, 0] = False
-        drop_sorted[self.greedy, 1:] = True
-        drop = drop_sorted.scatter(1, order, drop_sorted)
-        return scores.masked_fill(drop, float("-inf"))
+        scaled = scores if self.scale is None else scores / self.scale  # (B, V)
+        top = scaled.amax(dim=-1, keepdim=True)  # (B, 1)
+        weights = (scaled - top).exp_()  # (B, V), unnormalised probabilities, a new tensor
+        log_norm = None
+        if len(self.nucleus_rows):
+            log_norm = top + weights.sum(dim=-1, keepdim=True).log()  # before truncation
+            self._truncate_to_nucleus(weights)
+        cdf = weights.cumsum_(dim=-1)  # (B, V), in place
+        if log_norm is None:
+            log_norm = top + cdf[:, -1:].log()  # the cumulative sum ends at the normaliser
+        u = torch.rand((len(cdf), 1), generator=self.generator).clamp_(min=1e-12) * cdf[:, -1:]  # (B, 1)
+        chosen = torch.searchsorted(cdf, u).clamp_(max=cdf.shape[1] - 1)  # (B, 1): first index with cdf >= u
+        if self.any_greedy:
+            chosen = torch.where(self.greedy[:, None], scaled.argmax(dim=-1, keepdim=True), chosen)
+        self.steps.append((scaled.gather(1, chosen) - log_norm).squeeze(1))
+        return cdf.zero_().scatter_(1, chosen, 1.0)  # only the chosen token scores above the rest
+
+    def logprobs(self) -> torch.Tensor:
+        return torch.stack(self.steps, dim=1)  # (B, T)
 
 
 class HFPolicy:
@@ -96,9 +121,10 @@ class HFPolicy:
             self.model.add_adapter(name, config)
         self.adapters.add(name)
 
-    def encode(self, messages: list[dict[str, str]]) -> list[int]:
-        encoded = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
-        return list(encoded["input_ids"])
+    def encode(self, conversations: Sequence[list[dict[str, str]]]) -> list[list[int]]:
+        """Token ids of each conversation under the chat template, ready for the model's reply."""
+        texts = [self.tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in conversations]
+        return self.tokenizer(texts, add_special_tokens=False)["input_ids"]  # one batched call to the fast tokenizer
 
     def _adapter_kwargs(self, requests: Sequence[Request]) -> dict:
         names = [r.adapter or BASE for r in requests]
@@ -116,32 +142,52 @@ class HFPolicy:
             mask[i, width - len(row) :] = 1
         return ids, mask
 
+    def _prepare(self, rows: list[list[int]], keep: int, requests: Sequence[Request]) -> _Batch:
+        """Inputs for a batch whose rows often share a long start (system prompt and rules).
+
+        The shared prefix is run once and its KV cache repeated for every row; the rest of each row
+        is left-padded after it. ``keep`` tokens at the end of each row are never part of the prefix.
+        Rows with different adapters cannot share a cache (the prefix's keys differ per adapter).
+        """
+        shortest = min(map(len, rows)) - keep
+        shared = 0
+        while shared < shortest and len({row[shared] for row in rows}) == 1:
+            shared += 1
+        if len(rows) == 1 or shared < PREFIX_MIN or len({r.adapter for r in requests}) > 1:
+            ids, mask = self._left_pad(rows)
+            return _Batch(ids, mask, 0, None)
+        suffix_ids, suffix_mask = self._left_pad([row[shared:] for row in rows])  # (B, S)
+        prefix = torch.tensor([rows[0][:shared]])  # (1, P)
+        out = self.model(input_ids=prefix, use_cache=True, **self._adapter_kwargs(requests[:1]))
+        cache = out.cache
+        cache.batch_repeat_interleave(len(rows))
+        ids = torch.cat([prefix.expand(len(rows), -1), suffix_ids], dim=1)  # (B, P + S)
+        mask = torch.cat([torch.ones((len(rows), shared), dtype=torch.long), suffix_mask], dim=1)
+        return _Batch(ids, mask, shared, cache)
+
     @torch.inference_mode()
     def act(self, requests: Sequence[Request]) -> list[Response]:
-        prompts = [self.encode(r.messages) for r in requests]
-        ids, mask = self._left_pad(prompts)
+        prompts = self.encode([r.messages for r in requests])
+        batch = self._prepare(prompts, 1, requests)
         temperatures = torch.tensor([r.sampling.temperature for r in requests], dtype=torch.float32)
         top_ps = torch.tensor([r.sampling.top_p for r in requests], dtype=torch.float32)
-        record = _RecordLogprobs(torch.where(temperatures == 0, 1.0, temperatures))
-        greedy = bool((temperatures == 0).all())
-        processors = LogitsProcessorList([record] if greedy else [record, _PerRowSampling(temperatures, top_ps)])
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(hash(tuple(r.seed for r in requests)) % 2**63)
-            out = self.model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                max_new_tokens=max(r.sampling.max_new_tokens for r in requests),
-                do_sample=not greedy,
-                top_k=None,
-                top_p=None,
-                temperature=None,
-                logits_processor=processors,
-                pad_token_id=self.pad_id,
-                eos_token_id=sorted(self.eos_ids),
-                **self._adapter_kwargs(requests),
-            )
-        new = out[:, ids.shape[1] :]  # (B, T)
-        logprobs = record.finish(new[:, -1])  # (B, T)
+        sampler = _Sampler(temperatures, top_ps, seed=hash(tuple(r.seed for r in requests)) % 2**63)
+        out = self.model.generate(
+            input_ids=batch.ids,
+            attention_mask=batch.mask,
+            **({"cache": batch.cache} if batch.cache is not None else {}),
+            max_new_tokens=max(r.sampling.max_new_tokens for r in requests),
+            do_sample=False,  # the _Sampler has already drawn each token
+            top_k=None,
+            top_p=None,
+            temperature=None,
+            logits_processor=LogitsProcessorList([sampler]),
+            pad_token_id=self.pad_id,
+            eos_token_id=sorted(self.eos_ids),
+            **self._adapter_kwargs(requests),
+        )
+        new = out[:, batch.ids.shape[1] :]  # (B, T)
+        logprobs = sampler.logprobs()  # (B, T)
         return [self._response(p, new[i], logprobs[i], r.sampling.max_new_tokens) for i, (p, r) in enumerate(zip(prompts, requests))]
 
     def _response(self, prompt: list[int], tokens: torch.Tensor, logprobs: torch.Tensor, limit: int) -> Response:
@@ -154,7 +200,7 @@ class HFPolicy:
 
     @torch.inference_mode()
     def score(self, requests: Sequence[Request], candidates: Sequence[Sequence[str]]) -> list[list[Response]]:
-        prompts = [self.encode(r.messages) for r in requests]
+        prompts = self.encode([r.messages for r in requests])
         pairs = [
             (i, prompts[i], self.tokenizer.encode(c, add_special_tokens=False), c)
             for i, options in enumerate(candidates)
@@ -170,13 +216,15 @@ class HFPolicy:
         return grouped
 
     def _score_chunk(self, chunk: list[tuple], requests: list[Request]) -> list[Response]:
-        ids, mask = self._left_pad([prompt + cand for _, prompt, cand, _ in chunk])  # (N, S)
         k = max(len(cand) for _, _, cand, _ in chunk)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding: count real tokens only
+        batch = self._prepare([prompt + cand for _, prompt, cand, _ in chunk], k + 1, requests)  # (N, P + S)
+        ids, mask, p = batch.ids, batch.mask, batch.prefix
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # padding holes: count real tokens only
         logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=k + 1,
+            input_ids=ids[:, p:], attention_mask=mask, position_ids=positions[:, p:], logits_to_keep=k + 1,
+            **({"cache": batch.cache} if batch.cache is not None else {}),
             **self._adapter_kwargs(requests),
-        ).logits  # (N, K+1, V): positions S-K-1 … S-1
+        ).logits  # (N, K+1, V): the last K+1 positions
         logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (N, K, V), predicting the last K tokens
         targets = ids[:, -k:]  # (N, K)
         token_lp = logprobs.gather(2, targets[..., None]).squeeze(2)  # (N, K)

