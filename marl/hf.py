@@ -158,7 +158,7 @@ class HFPolicy:
             return _Batch(ids, mask, 0, None)
         suffix_ids, suffix_mask = self._left_pad([row[shared:] for row in rows])  # (B, S)
         prefix = torch.tensor([rows[0][:shared]])  # (1, P)
-        out = self.model(input_ids=prefix, use_cache=True, **self._adapter_kwargs(requests[:1]))
+        out = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **self._adapter_kwargs(requests[:1]))
         cache = out.cache
         cache.batch_repeat_interleave(len(rows))
         ids = torch.cat([prefix.expand(len(rows), -1), suffix_ids], dim=1)  # (B, P + S)

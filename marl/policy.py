@@ -50,7 +50,7 @@ class Response:
     text: str
     prompt_ids: list[int] = field(default_factory=list)
     completion_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)  # one per completion token
+    logprobs: list[float] = field(default_factory=list)  # one per completion token; tokenless players score with one
     finish_reason: str = "stop"  # "stop" (end of turn), "length" (hit max_new_tokens), "scripted", "scored"
 
     @property
@@ -82,4 +82,7 @@ def check_policy(policy: Policy, requests: Sequence[Request], candidates: Sequen
     scored = policy.score(requests, candidates)
     assert [len(s) for s in scored] == [len(c) for c in candidates], "score returns one response per candidate"
     for row in scored:
-        assert all(len(s.logprobs) == len(s.completion_ids) for s in row), "one log-prob per scored token"
+        for s in row:
+            assert len(s.logprobs) == len(s.completion_ids) or (not s.completion_ids and len(s.logprobs) == 1), (
+                f"one log-prob per scored token (or one for a tokenless player): {len(s.logprobs)} for {len(s.completion_ids)}"
+            )

@@ -18,3 +18,15 @@ def test_env_speed_prints_one_json_line_with_both_ratios():
     assert set(report["steps_per_s"]) == {"coevo_tictactoe", "pettingzoo_tictactoe_v3", "textarena_TicTacToe_v0"}
     assert all(rate > 0 for rate in report["steps_per_s"].values())
     assert {"ratio_vs_pettingzoo", "ratio_vs_textarena"} <= set(report)
+
+
+def test_rollout_speed_reports_both_ratios():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "rollout_speed.py"), "--models", "tiny", "--quick"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    tiny = report["tiny"]
+    assert set(tiny["tokens_per_s"]) == {"engine", "bare_generate", "bare_generate_greedy", "one_at_a_time"}
+    assert all(rate > 0 for rate in tiny["tokens_per_s"].values())
+    assert {"ratio_vs_bare_generate", "ratio_vs_one_at_a_time"} <= set(tiny)

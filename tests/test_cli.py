@@ -88,3 +88,20 @@ def test_match_bad_arguments_list_the_choices(args, listed):
     assert result.exit_code == 2
     flat = " ".join(result.output.replace("│", " ").split())  # rich boxes and wraps error text
     assert listed in flat
+
+
+def readme_match_commands():
+    lines = (Path(__file__).parent.parent / "README.md").read_text().splitlines()
+    return [line.split()[1:] for line in lines if line.startswith(".venv/bin/coevo match ")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", readme_match_commands(), ids=" ".join)
+def test_readme_match_examples_work_as_shown(args, tmp_path, monkeypatch):
+    # As written, capped at 16 new tokens a turn to keep CI short (the README uses the default 256).
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*args, "--max-new-tokens", "16"], input="b2\na1\nc1\na3\nc3\nb1\nb3\na2\nc2\n")
+    assert result.exit_code == 0, result.output
+    assert "result" in result.output and "player_0 (" in result.output and "player_1 (" in result.output
+    if "--json" in args:
+        assert Episode.model_validate_json((tmp_path / args[args.index("--json") + 1]).read_text()).turns

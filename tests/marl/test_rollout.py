@@ -200,3 +200,15 @@ def test_requests_carry_the_seat_and_seed():
     play_one("kuhn_poker", seat, seat, seed=5)
     assert [r.agent for r in seen][:2] == ["player_0", "player_1"]
     assert len({r.seed for r in seen}) == len(seen)
+
+
+@pytest.mark.parametrize("game", games.list())
+def test_every_game_with_a_human_at_the_keyboard(game):
+    # A human who types nothing useful: random legal moves are played for them (TextArena,
+    # which has no move list, ends the match by forfeit instead).
+    seat = SeatSpec(HumanPolicy(ask=lambda prompt: "?", show=lambda text: None), "human", invalid=InvalidMoves.parse("random_legal"))
+    kwargs = {"max_cycles": 3} if game == "classic/rps-v2" else {}
+    [ep] = RolloutEngine().play([MatchSpec(game, 0, {"player_0": seat, "player_1": seat}, game_kwargs=kwargs)])
+    check_episode(ep)
+    assert all(not t.valid for t in ep.turns)
+    assert ep.forfeited_by is not None if game.startswith("textarena/") else ep.forfeited_by is None
