@@ -127,7 +127,10 @@ class HFPolicy:
         return self.tokenizer(texts, add_special_tokens=False)["input_ids"]  # one batched call to the fast tokenizer
 
     def _adapter_kwargs(self, requests: Sequence[Request]) -> dict:
-        names = [r.adapter or BASE for r in requests]
+        return self._adapters_for([r.adapter for r in requests])
+
+    def _adapters_for(self, adapters: Sequence[str | None]) -> dict:
+        names = [a or BASE for a in adapters]
         unknown = set(names) - self.adapters - {BASE}
         if unknown:
             raise ValueError(f"{self.name} has no adapters {sorted(unknown)}; it has {sorted(self.adapters) or 'none'}")
@@ -197,6 +200,27 @@ class HFPolicy:
             tokens, logprobs = tokens[:end], logprobs[:end]  # the end-of-turn token belongs to the completion
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         return Response(text, prompt, tokens, logprobs, "stop" if end is not None else "length")
+
+    def completion_logprobs(
+        self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Log-prob of each completion token after its prompt, with grad: the learner's forward pass.
+
+        Returns (N, K) log-probs, the (N, K) mask of real completion tokens, and if asked the (N, K)
+        entropy of the next-token distribution at each of them.
+        """
+        k = max(map(len, completions))
+        ids, mask = self._left_pad([p + c for p, c in zip(prompts, completions)])  # (N, S): completions end-aligned
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=k + 1, **self._adapters_for(adapters)
+        ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
+        log_probs = torch.log_softmax(logits, dim=-1)
+        token_lp = log_probs.gather(2, ids[:, -k:, None]).squeeze(2)  # (N, K)
+        lengths = torch.tensor([len(c) for c in completions])
+        real = torch.arange(k)[None, :] >= (k - lengths)[:, None]  # (N, K)
+        ent = -(log_probs.exp() * log_probs).sum(-1) if entropy else None  # (N, K)
+        return token_lp, real, ent
 
     @torch.inference_mode()
     def score(self, requests: Sequence[Request], candidates: Sequence[Sequence[str]]) -> list[list[Response]]:

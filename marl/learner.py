@@ -1,0 +1,139 @@
+"""The learner: PPO-clip updates of one policy from turn samples, TRL-style ergonomics.
+
+One ``update`` call = one training iteration: old log-probs are recomputed here (so the first
+inner epoch is exactly REINFORCE with the given advantages: ratio 1, nothing clipped), then
+``epochs`` passes over the batch, each one optimiser step accumulated over micro-batches.
+
+Full fine-tuning or LoRA is decided by which parameters require grad (peft freezes the base).
+The optional KL term pulls towards a reference: the initial weights (``magnet_rate = 0``) or a
+slowly moving average of the policy's own weights — the "magnet" of magnetic mirror descent
+(Sokota et al. 2023, https://arxiv.org/abs/2206.05825), which damps the last-iterate cycling of
+self-play in zero-sum games.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from marl.hf import HFPolicy
+from marl.losses import ppo_clip_loss
+
+
+class OptimConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lr: float = Field(3e-4, gt=0, description="AdamW learning rate; SPIRAL uses 1e-6 for a 4B model, tiny needs ~3e-4")
+    betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW betas (SPIRAL/OAT)")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (SPIRAL: 0)")
+    max_grad_norm: float = Field(1.0, gt=0, description="gradient-norm clip (SPIRAL: 1.0)")
+    epochs: int = Field(2, ge=1, description="inner PPO epochs per iteration (SPIRAL: 2)")
+    clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range ε (SPIRAL: 0.2)")
+    micro_batch: int = Field(32, ge=1, description="samples per forward/backward; gradients accumulate over the batch")
+    token_normalizer: float = Field(
+        64.0, gt=0, description="token-sum divisor (SPIRAL: the generation limit); a constant avoids length bias"
+    )
+    kl_coef: float = Field(0.0, ge=0, description="weight of KL(π ‖ reference); 0 loads no reference (SPIRAL: 0)")
+    magnet_rate: float = Field(
+        0.0, ge=0, le=1, description="reference ← (1−τ)·reference + τ·policy after each update; 0 = frozen initial model"
+    )
+    entropy_coef: float = Field(0.0, ge=0, description="entropy bonus weight (SPIRAL: 0)")
+
+
+@dataclass
+class TrainSample:
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float
+    adapter: str | None = None
+
+
+class Learner:
+    """Updates ``policy`` in place."""
+
+    def __init__(self, policy: HFPolicy, config: OptimConfig):
+        self.policy = policy
+        self.config = config
+        self.params = [p for p in policy.model.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError(f"{policy.name} has no trainable parameters")
+        self.optimizer = torch.optim.AdamW(self.params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
+        self.reference = None
+        if config.kl_coef:
+            self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
+
+    def _chunks(self, samples: Sequence[TrainSample]) -> list[Sequence[TrainSample]]:
+        size = self.config.micro_batch
+        return [samples[i : i + size] for i in range(0, len(samples), size)]
+
+    def _logprobs(self, chunk: Sequence[TrainSample], model=None, entropy: bool = False):
+        policy = self.policy
+        if model is not None:  # the reference: same tokenizer and code path, other weights
+            policy = copy.copy(self.policy)
+            policy.model = model
+        return policy.completion_logprobs(
+            [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], [s.adapter for s in chunk], entropy
+        )
+
+    def update(self, samples: Sequence[TrainSample]) -> dict[str, float]:
+        """One iteration of PPO-clip on ``samples``; returns the standard diagnostics."""
+        samples = [s for s in samples if s.completion_ids]  # scripted and human turns have no tokens
+        if not samples:
+            return {}
+        cfg, start = self.config, time.perf_counter()
+        chunks = self._chunks(samples)
+        with torch.no_grad():
+            old = [self._logprobs(c)[0] for c in chunks]
+            ref = [self._logprobs(c, self.reference)[0] for c in chunks] if self.reference is not None else None
+        stats: dict[str, float] = {}
+        for epoch in range(cfg.epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            sums = dict.fromkeys(("loss/policy", "loss/kl", "policy/entropy", "ppo/clipfrac", "ppo/approx_kl"), 0.0)
+            for i, chunk in enumerate(chunks):
+                logprobs, mask, entropy = self._logprobs(chunk, entropy=True)
+                advantages = torch.tensor([s.advantage for s in chunk], dtype=torch.float32)
+                terms = ppo_clip_loss(
+                    logprobs, old[i], advantages, mask, cfg.clip_eps, cfg.token_normalizer,
+                    ref[i] if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef,
+                )  # fmt: skip
+                weight = len(chunk) / len(samples)
+                (terms.loss * weight).backward()
+                for key, value in zip(sums, (terms.policy, terms.kl, terms.entropy, terms.clipfrac, terms.approx_kl)):
+                    sums[key] += value * weight
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
+            self.optimizer.step()
+            if epoch == 0:
+                stats.update({f"{k}/first_epoch" if k.startswith("ppo") else k: v for k, v in sums.items()})
+                stats["policy/grad_norm"] = grad_norm
+            stats["ppo/clipfrac"], stats["ppo/approx_kl"] = sums["ppo/clipfrac"], sums["ppo/approx_kl"]
+        self.optimizer.zero_grad(set_to_none=True)
+        self._pull_reference()
+        tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples) * (cfg.epochs + 1)
+        stats["perf/learner_tokens_per_s"] = tokens / (time.perf_counter() - start)
+        stats["learner/samples"] = float(len(samples))
+        return stats
+
+    @torch.no_grad()
+    def _pull_reference(self) -> None:
+        """Move the magnet a step towards the policy (magnetic mirror descent's reference update)."""
+        if self.reference is None or not self.config.magnet_rate:
+            return
+        tau = self.config.magnet_rate
+        for ref, live in zip(self.reference.parameters(), self.policy.model.parameters()):
+            ref.lerp_(live, tau)
+
+    def state_dict(self) -> dict:
+        state = {"optimizer": self.optimizer.state_dict()}
+        if self.reference is not None:
+            state["reference"] = self.reference.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.reference is not None:
+            self.reference.load_state_dict(state["reference"])

@@ -1,0 +1,64 @@
+"""PPO-clip loss and the learner: exact first epoch, and learning moves log-probs the right way."""
+
+import pytest
+import torch
+
+from marl.learner import Learner, OptimConfig, TrainSample
+from marl.losses import ppo_clip_loss
+from marl.models import load_tiny
+
+
+def samples_for(policy, moves, advantages):
+    prompt = policy.encode([[{"role": "user", "content": "Your card is K. Bet or check?"}]])[0]
+    return [
+        TrainSample(prompt, policy.tokenizer(f"\\boxed{{{m}}}", add_special_tokens=False)["input_ids"], a)
+        for m, a in zip(moves, advantages)
+    ]
+
+
+def test_loss_by_hand():
+    logprobs = torch.log(torch.tensor([[0.5, 0.5], [0.2, 1.0]]))
+    old = torch.log(torch.tensor([[0.25, 0.5], [0.2, 1.0]]))  # token 0 of sample 0: ratio 2
+    mask = torch.tensor([[True, True], [True, False]])
+    terms = ppo_clip_loss(logprobs, old, torch.tensor([1.0, -1.0]), mask, clip_eps=0.2, token_normalizer=2.0)
+    # sample 0 (A=1): max(−2, −1.2) + max(−1, −1) = −2.2; sample 1 (A=−1): ratio 1 -> +1; /2 then mean
+    assert terms.loss.item() == pytest.approx(((-2.2) / 2 + 1 / 2) / 2)
+    assert terms.clipfrac == pytest.approx(1 / 3)  # one of three real tokens hits the clip bound
+
+
+def test_first_epoch_is_exactly_on_policy():
+    policy = load_tiny(5)
+    learner = Learner(policy, OptimConfig(epochs=2, lr=1e-3))
+    stats = learner.update(samples_for(policy, ["bet", "check", "bet", "check"], [1.0, -1.0, 0.5, -0.5]))
+    assert stats["ppo/clipfrac/first_epoch"] == 0.0
+    assert stats["ppo/approx_kl/first_epoch"] == pytest.approx(0.0, abs=1e-7)  # ratio exactly 1
+    assert stats["policy/grad_norm"] > 0
+
+
+@pytest.mark.parametrize("advantage", [1.0, -1.0])
+def test_a_step_moves_the_log_prob_with_the_advantage(advantage):
+    policy = load_tiny(6)
+    learner = Learner(policy, OptimConfig(epochs=1, lr=1e-3))
+    batch = samples_for(policy, ["bet", "bet"], [advantage, advantage])
+
+    def logprob():
+        with torch.no_grad():
+            lp, mask, _ = learner._logprobs(batch[:1])
+        return lp[mask].sum().item()
+
+    weights = {n: p.clone() for n, p in policy.model.named_parameters()}
+    before = logprob()
+    learner.update(batch)
+    assert (logprob() - before) * advantage > 0, "log-prob should move in the advantage's direction"
+    unchanged = [n for n, p in policy.model.named_parameters() if torch.equal(p, weights[n])]
+    assert not unchanged, f"parameters not updated: {unchanged}"
+
+
+def test_kl_to_the_reference_is_zero_before_any_update_and_the_magnet_moves():
+    policy = load_tiny(7)
+    learner = Learner(policy, OptimConfig(kl_coef=0.1, magnet_rate=0.5, epochs=1, lr=1e-2))
+    ref_before = [p.clone() for p in learner.reference.parameters()]
+    stats = learner.update(samples_for(policy, ["bet"], [1.0]))
+    assert stats["loss/kl"] == pytest.approx(0.0, abs=1e-7)  # first epoch: policy == reference
+    moved = [not torch.equal(a, b) for a, b in zip(ref_before, learner.reference.parameters())]
+    assert any(moved), "the magnet should move towards the updated policy"
