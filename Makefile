@@ -1,5 +1,5 @@
 # The README's two set-up commands. Each works on a fresh machine from a clean clone.
-#   make demo   installs, then runs the main job (a tournament of the scripted players)
+#   make demo   installs, then runs the main job (a short self-play training of the tiny model on Kuhn poker)
 #   make test   installs, then runs the whole test suite (what CI runs via .ci/run)
 PYTHON ?= python3
 VENV ?= .venv
@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 
 demo: install
-	$(BIN)/coevo tournament
+	$(BIN)/coevo train examples/kuhn_tiny.toml --iterations 10
 
 test: install
 	$(BIN)/python -m pytest

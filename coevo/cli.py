@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import Progress
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 import games
 from coevo.transcript import TranscriptPrinter
+from marl.config import ConfigError, load_config
 from marl.players import is_model, make_player
 from marl.policy import Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
+from marl.train import Trainer
 from populations.tournament import round_robin, standings
 from roles.seat import InvalidMoves
 
@@ -118,6 +122,53 @@ def match(
     if json_path is not None:
         json_path.write_text(episode.model_dump_json(indent=2))
         console.print(f"episode written to {json_path}")
+
+
+@app.command()
+def train(
+    config: Annotated[Path | None, typer.Argument(help="TOML config, e.g. examples/kuhn_tiny.toml.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the run in this directory from its last checkpoint.")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Where the run goes (default runs/<config name>-<time>).")] = None,
+    iterations: Annotated[int | None, typer.Option(min=1, help="Override the config's iteration count.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Self-play training with role-conditioned advantages; writes a run directory."""
+    if (config is None) == (resume is None):
+        raise typer.BadParameter("give a CONFIG to start a run, or --resume RUN_DIR to continue one")
+    try:
+        cfg = load_config(config if config is not None else resume / "config.toml")
+    except ConfigError as err:
+        console.print(f"[red]config error:[/red] {escape(str(err))}")
+        raise typer.Exit(2) from None
+    if iterations is not None:
+        cfg = cfg.model_copy(update={"iterations": iterations})
+    if resume is not None:
+        if not (resume / "checkpoints" / "latest").exists():
+            raise typer.BadParameter(f"{resume} has no checkpoint to resume from", param_hint="--resume")
+        folder = resume
+    else:
+        folder = run_dir or Path("runs") / f"{config.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if folder.exists() and any(folder.iterdir()):
+            raise typer.BadParameter(f"{folder} already holds a run; use --resume {folder} or another --run-dir")
+    trainer = Trainer(cfg, folder)
+    console.print(f"run directory: {folder}   metrics: {folder / 'events.jsonl'}")
+    with Progress(
+        TextColumn("[bold]iteration {task.completed}/{task.total}"), BarColumn(), TimeRemainingColumn(),
+        TextColumn("{task.description}"), console=console, disable=quiet,
+    ) as progress:  # fmt: skip
+        task = progress.add_task("", total=cfg.iterations, completed=0)
+
+        def show(iteration: int, metrics: dict) -> None:
+            progress.update(task, completed=iteration, description=_headline(metrics))
+
+        final = trainer.run(resume=resume is not None, on_iteration=show)
+    console.print(f"done: {_headline(final)}")
+    console.print(f"run directory: {folder}   metrics: {folder / 'events.jsonl'}")
+
+
+def _headline(metrics: dict) -> str:
+    keys = {"kuhn/exploitability": "exploitability", "rollout/invalid_rate": "invalid", "policy/grad_norm": "grad"}
+    return "  ".join(f"{label} {metrics[k]:.3f}" for k, label in keys.items() if k in metrics)
 
 
 if __name__ == "__main__":

@@ -126,10 +126,14 @@ class KuhnPoker(Rules):
         if self._to_move is not None:
             order = "first" if self.first == seat else "second"
             lines.append(
-                f"Hand {self.hand + 1} of {self.rounds}: your card is {self.cards[seat]}; you act {order}."
+                f"Hand {self.hand + 1} of {self.rounds}; you act {order}."
                 f" Actions this hand: {self._describe(seat, self.first, self.actions)}."
             )
         lines.append(f"Your chips so far: {self.chips[seat]:+g}.")
+        if self._to_move is not None:
+            # Last, right before the legal moves: small models find the card at a fixed distance
+            # from their answer.
+            lines.append(f"Your card: {self.cards[seat]}.")
         return "\n".join(lines)
 
     def render(self) -> str:

@@ -35,6 +35,8 @@ class Turn(BaseModel):
     action: str | None = None  # what was sent to the game (the move, or a random legal one), None if nothing
     penalty: float = 0.0  # added to this seat's return for this turn (invalid-move costs)
     mode: str = "generate"  # "generate" (free text, parsed) or "choose" (forced choice by score)
+    candidate_ids: list[list[int]] = []  # choose mode: token ids of every legal move as written
+    choice: int | None = None  # choose mode: which candidate was drawn (its ids are completion_ids)
 
 
 class Episode(BaseModel):

@@ -205,15 +205,20 @@ class HFPolicy:
         self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], entropy: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Log-prob of each completion token after its prompt, with grad: the learner's forward pass.
+        The batch's shared prompt start is computed once, and gradients flow back through it.
 
         Returns (N, K) log-probs, the (N, K) mask of real completion tokens, and if asked the (N, K)
         entropy of the next-token distribution at each of them.
         """
         k = max(map(len, completions))
-        ids, mask = self._left_pad([p + c for p, c in zip(prompts, completions)])  # (N, S): completions end-aligned
+        requests = [Request([], adapter=a) for a in adapters]
+        batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, requests)  # (N, P + S)
+        ids, mask, p = batch.ids, batch.mask, batch.prefix
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=k + 1, **self._adapters_for(adapters)
+            input_ids=ids[:, p:], attention_mask=mask, position_ids=positions[:, p:], logits_to_keep=k + 1,
+            **({"cache": batch.cache} if batch.cache is not None else {}),
+            **self._adapters_for(adapters),
         ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
         log_probs = torch.log_softmax(logits, dim=-1)
         token_lp = log_probs.gather(2, ids[:, -k:, None]).squeeze(2)  # (N, K)

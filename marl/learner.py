@@ -47,10 +47,21 @@ class OptimConfig(BaseModel):
 
 @dataclass
 class TrainSample:
+    """One turn to learn from. A forced-choice turn also carries every candidate it chose among:
+    its policy is π(a) = softmax_a(mean per-token log p(candidate_a) / T), and that choice's
+    log-prob is what the loss moves (one decision, so the token normaliser is 1)."""
+
     prompt_ids: list[int]
     completion_ids: list[int]
     advantage: float
     adapter: str | None = None
+    candidates: list[list[int]] | None = None  # forced choice: every candidate's token ids
+    choice: int | None = None  # forced choice: the index drawn
+    temperature: float = 1.0  # forced choice: the softmax temperature it was drawn at
+
+    @property
+    def forced(self) -> bool:
+        return self.candidates is not None
 
 
 class Learner:
@@ -68,17 +79,36 @@ class Learner:
             self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
 
     def _chunks(self, samples: Sequence[TrainSample]) -> list[Sequence[TrainSample]]:
-        size = self.config.micro_batch
-        return [samples[i : i + size] for i in range(0, len(samples), size)]
+        """Micro-batches, each all free-text or all forced-choice turns."""
+        size, chunks = self.config.micro_batch, []
+        for kind in (False, True):
+            same = [s for s in samples if s.forced == kind]
+            chunks += [same[i : i + size] for i in range(0, len(same), size)]
+        return chunks
 
     def _logprobs(self, chunk: Sequence[TrainSample], model=None, entropy: bool = False):
+        """(N, K) log-probs, mask and entropy: per token, or per decision for forced choice."""
         policy = self.policy
         if model is not None:  # the reference: same tokenizer and code path, other weights
             policy = copy.copy(self.policy)
             policy.model = model
-        return policy.completion_logprobs(
-            [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], [s.adapter for s in chunk], entropy
+        if not chunk[0].forced:
+            return policy.completion_logprobs(
+                [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], [s.adapter for s in chunk], entropy
+            )
+        pairs = [(s, c) for s in chunk for c in s.candidates]
+        token_lp, real, _ = policy.completion_logprobs(
+            [s.prompt_ids for s, _ in pairs], [c for _, c in pairs], [s.adapter for s, _ in pairs]
         )
+        sequence_lp = (token_lp * real).sum(-1) / real.sum(-1)  # (sum of candidates,): per-token, as play compares
+        chosen, ent, start = [], [], 0
+        for s in chunk:
+            choice_lp = torch.log_softmax(sequence_lp[start : start + len(s.candidates)] / s.temperature, dim=0)
+            chosen.append(choice_lp[s.choice])
+            ent.append(-(choice_lp.exp() * choice_lp).sum())
+            start += len(s.candidates)
+        ones = torch.ones((len(chunk), 1), dtype=torch.bool)
+        return torch.stack(chosen)[:, None], ones, torch.stack(ent)[:, None] if entropy else None  # (N, 1) each
 
     def update(self, samples: Sequence[TrainSample]) -> dict[str, float]:
         """One iteration of PPO-clip on ``samples``; returns the standard diagnostics."""
@@ -97,8 +127,9 @@ class Learner:
             for i, chunk in enumerate(chunks):
                 logprobs, mask, entropy = self._logprobs(chunk, entropy=True)
                 advantages = torch.tensor([s.advantage for s in chunk], dtype=torch.float32)
+                normalizer = 1.0 if chunk[0].forced else cfg.token_normalizer
                 terms = ppo_clip_loss(
-                    logprobs, old[i], advantages, mask, cfg.clip_eps, cfg.token_normalizer,
+                    logprobs, old[i], advantages, mask, cfg.clip_eps, normalizer,
                     ref[i] if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef,
                 )  # fmt: skip
                 weight = len(chunk) / len(samples)

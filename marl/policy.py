@@ -57,6 +57,11 @@ class Response:
     def logprob(self) -> float:
         return math.fsum(self.logprobs)
 
+    @property
+    def mean_logprob(self) -> float:
+        """Per-token log-prob: what forced choice compares, so a move is not preferred for being short."""
+        return self.logprob / max(len(self.logprobs), 1)
+
 
 class Policy(Protocol):
     name: str

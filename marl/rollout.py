@@ -40,6 +40,7 @@ class SeatSpec:
     sampling: Sampling = Sampling()
     adapter: str | None = None
     invalid: InvalidMoves = InvalidMoves()
+    compact: bool = False  # compact prompts: the state without system prompt or rules
 
 
 @dataclass
@@ -102,8 +103,9 @@ class _Live:
 
     def request(self) -> Request:
         observation = self.env.observe(self.agent)["prompt"]
+        role = SeatRole(self.spec.game, self.seat.compact)
         return Request(
-            self.role.messages(observation), self.seat.sampling, self.seat.adapter,
+            role.messages(observation), self.seat.sampling, self.seat.adapter,
             _turn_seed(self.spec.seed, len(self.turns)), self.env, self.agent,
         )  # fmt: skip
 
@@ -128,17 +130,18 @@ class _Live:
 
     def play_choice(self, request: Request, scored: list[Response]) -> Turn:
         legal = self.env.legal_moves(self.agent)
-        logps = np.array([s.logprob for s in scored])
+        logps = np.array([s.mean_logprob for s in scored])  # length-normalised: see Response.mean_logprob
         temperature = self.seat.sampling.temperature
         if temperature == 0:
             pick = int(np.argmax(logps))
         else:
             weights = np.exp((logps - logps.max()) / temperature)
             pick = int(self.rng.choice(len(legal), p=weights / weights.sum()))
-        return self._play(request, scored[pick], legal[pick])
+        choice = {"candidate_ids": [s.completion_ids for s in scored], "choice": pick}
+        return self._play(request, scored[pick], legal[pick], **choice)
 
-    def _play(self, request: Request, response: Response, move: str) -> Turn:
-        turn = self._record(request, response, move=move, valid=True, action=move)
+    def _play(self, request: Request, response: Response, move: str, **choice: Any) -> Turn:
+        turn = self._record(request, response, move=move, valid=True, action=move, **choice)
         self.attempt = 0
         self._step(self.env.action_of(move))
         self._skip_dead()

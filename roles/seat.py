@@ -97,6 +97,7 @@ class SeatRole:
     mover), which is what role-conditioned baselines key on."""
 
     game: str
+    compact: bool = False  # state only: no system prompt, no rules (for small models trained from scratch)
 
     @property
     def family(self) -> str:
@@ -104,6 +105,8 @@ class SeatRole:
 
     def messages(self, observation: str) -> list[dict[str, str]]:
         """System prompt (who you are, how to answer) and the seat's observation as the user turn."""
+        if self.compact:  # the observation is rules, a blank line, then the state: keep the state
+            return [{"role": "user", "content": observation.split("\n\n", 1)[-1]}]
         fmt = TEXTARENA_FORMAT if self.family == "arena" else OUTPUT_FORMAT
         return [
             {"role": "system", "content": f"{FAMILY_BRIEFS[self.family]} {fmt}"},

@@ -1,0 +1,127 @@
+"""Training configuration: pydantic models loaded from TOML. Unknown keys are errors, and every
+error is reported as one line naming the field (``ConfigError``)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+import games
+from marl.advantages import ADVANTAGE_ESTIMATORS
+from marl.learner import OptimConfig
+from marl.players import MODELS
+from roles.seat import InvalidMoves
+
+
+class ConfigError(ValueError):
+    """A bad config, as one line: ``path: field: what is wrong``."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RolloutConfig(Strict):
+    matches: int = Field(64, ge=1, description="matches played per iteration")
+    concurrency: int = Field(64, ge=1, description="matches in flight at once (the largest model batch)")
+    temperature: float = Field(1.0, ge=0, description="sampling temperature (SPIRAL: 1.0); in choose mode, over move log-probs")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling (SPIRAL: 1.0)")
+    max_new_tokens: int = Field(64, ge=1, description="tokens a model may write per turn (SPIRAL: 4096)")
+    invalid: str = Field("forfeit", description="invalid output: forfeit | retry:N | random_legal (SPIRAL: forfeit)")
+    invalid_penalty: float = Field(-1.0, description="offender's reward on an invalid move (SPIRAL trains with -1.5)")
+    opponent_reward: float = Field(1.0, description="the other seat's reward on a forfeit (SPIRAL trains with +0.5)")
+    compact_prompts: bool = Field(
+        False, description="prompt with the game state only (no system prompt, no rules): for small models from scratch"
+    )
+
+    @field_validator("invalid")
+    @classmethod
+    def _known_rule(cls, value: str) -> str:
+        InvalidMoves.parse(value)
+        return value
+
+    @property
+    def invalid_moves(self) -> InvalidMoves:
+        return InvalidMoves.parse(self.invalid, self.invalid_penalty, self.opponent_reward)
+
+
+class AdvantageConfig(Strict):
+    estimator: Literal["rae", "reinforce", "batch_mean", "grpo"] = Field(
+        "rae", description="rae: per-(game, role) EMA baseline (SPIRAL); reinforce: none; batch_mean; grpo"
+    )
+    ema_decay: float = Field(0.95, ge=0, lt=1, description="RAE's α (SPIRAL: 0.95)")
+
+
+class LoraSettings(Strict):
+    r: int = Field(0, ge=0, description="LoRA rank; 0 = full fine-tuning")
+    alpha: float = Field(16.0, gt=0, description="LoRA scaling α")
+    target_modules: list[str] = Field(["q_proj", "k_proj", "v_proj", "o_proj"], description="modules given adapters")
+
+
+class EvalConfig(Strict):
+    every: int = Field(10, ge=0, description="evaluate every N iterations; 0 = never")
+    matches: int = Field(32, ge=2, description="matches per opponent (half in each seat)")
+    opponents: list[str] = Field(
+        ["random", "initial"],
+        description="scripted players by name, 'initial' (a frozen copy of the starting model) or 'past:K' (K iterations ago)",
+    )
+
+
+class TrainConfig(Strict):
+    seed: int = Field(0, description="root seed: matches, sampling and initialisation derive from it")
+    iterations: int = Field(100, ge=1, description="training iterations (SPIRAL: 400)")
+    model: str = Field("tiny", description="tiny | smollm2-135m | hf:<path>")
+    model_seed: int = Field(0, description="initialisation seed of the tiny model")
+    mode: Literal["generate", "choose"] = Field("generate", description="generate: free text, parsed; choose: forced choice")
+    games: dict[str, float] = Field({"kuhn_poker": 1.0}, description="game -> sampling weight")
+    checkpoint_every: int = Field(10, ge=1, description="checkpoint every N iterations (and at exit)")
+    rollout: RolloutConfig = RolloutConfig()
+    advantage: AdvantageConfig = AdvantageConfig()
+    optim: OptimConfig = OptimConfig()
+    lora: LoraSettings = LoraSettings()
+    eval: EvalConfig = EvalConfig()
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODELS and not value.startswith("hf:"):
+            raise ValueError(f"unknown model {value!r}; choose from {', '.join(MODELS)} or hf:<path>")
+        return value
+
+    @field_validator("games")
+    @classmethod
+    def _known_games(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - set(games.list()))
+        if unknown:
+            raise ValueError(f"unknown games {unknown}; choose from {', '.join(games.list())}")
+        if not value or any(w <= 0 for w in value.values()):
+            raise ValueError("give at least one game, each with a positive weight")
+        return value
+
+    @model_validator(mode="after")
+    def _choose_needs_move_lists(self) -> TrainConfig:
+        if self.mode == "choose":
+            free = [g for g in self.games if games.make(g).move_names is None]
+            if free:
+                raise ValueError(f"mode = 'choose' needs games with a move list; {free} take free text (use mode = 'generate')")
+        return self
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read and validate a TOML config; ``ConfigError`` (one line) on any problem."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: {where}: {first['msg']}") from None

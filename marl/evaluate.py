@@ -1,0 +1,78 @@
+"""Evaluation of a policy: its exact Kuhn poker strategy and exploitability, and its results
+against fixed opponents.
+
+The Kuhn strategy is read with ``score``: at each of the 12 information sets the seat's prompt is
+built exactly as in play (the prompt never depends on the opponent's card, which the games' leak
+tests check), both legal moves are scored, and the move probabilities are the softmax of their
+per-token log-probs at the policy's sampling temperature — the forced-choice policy itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import games
+from games import kuhn_analysis
+from games.kuhn import CARDS
+from marl.episode import Episode
+from marl.policy import Policy, Request, Sampling
+from roles.seat import SeatRole
+
+LETTER_MOVES = {"c": "check", "b": "bet"}
+
+
+def _infoset_request(key: str, sampling: Sampling, adapter: str | None, compact: bool) -> tuple[Request, list[str]]:
+    card, history = key[0], key[1:]
+    seat = len(history) % 2  # the first player acts at "" and "cb", the second at "c" and "b"
+    env = games.make("kuhn_poker")
+    env.reset(seed=0)
+    rules = env.unwrapped.rules
+    rules.cards[seat] = card
+    rules.cards[1 - seat] = next(c for c in CARDS if c != card)  # unseen by this seat
+    for letter in history:
+        env.step(env.action_of(LETTER_MOVES[letter]))
+    agent = env.possible_agents[seat]
+    role = SeatRole("kuhn_poker", compact)
+    legal = env.legal_moves(agent)
+    request = Request(role.messages(env.observe(agent)["prompt"]), sampling, adapter, env=env, agent=agent)
+    return request, legal
+
+
+def kuhn_strategy(
+    policy: Policy, temperature: float = 1.0, adapter: str | None = None, compact: bool = False
+) -> dict[str, float]:
+    """Probability of the aggressive move (bet or call) at each information set."""
+    asked = [_infoset_request(key, Sampling(temperature), adapter, compact) for key in kuhn_analysis.INFOSETS]
+    role = SeatRole("kuhn_poker")
+    scored = policy.score([r for r, _ in asked], [[role.format_move(m) for m in legal] for _, legal in asked])
+    strategy = {}
+    for key, (_, legal), row in zip(kuhn_analysis.INFOSETS, asked, scored):
+        logps = np.array([s.mean_logprob for s in row])  # as forced choice plays
+        if temperature == 0:
+            probs = (logps == logps.max()).astype(float)
+            probs /= probs.sum()
+        else:
+            weights = np.exp((logps - logps.max()) / temperature)
+            probs = weights / weights.sum()
+        strategy[key] = float(probs[legal.index("bet" if "bet" in legal else "call")])
+    return strategy
+
+
+def kuhn_exploitability(
+    policy: Policy, temperature: float = 1.0, adapter: str | None = None, compact: bool = False
+) -> float:
+    return float(kuhn_analysis.exploitability(kuhn_strategy(policy, temperature, adapter, compact)))
+
+
+def results_against(episodes: list[Episode], member: str) -> dict[str, float]:
+    """Mean return, win, draw and loss rates of ``member`` over matches it played one seat of."""
+    rets, wins, draws = [], 0, 0
+    for ep in episodes:
+        seat = next(s for s, m in ep.members.items() if m == member)
+        mine = ep.rewards[seat]
+        theirs = max(r for s, r in ep.rewards.items() if s != seat)
+        rets.append(mine)
+        wins += mine > theirs
+        draws += mine == theirs
+    n = max(len(rets), 1)
+    return {"return": float(np.mean(rets)) if rets else 0.0, "win": wins / n, "draw": draws / n, "loss": 1 - (wins + draws) / n}

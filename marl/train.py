@@ -1,0 +1,323 @@
+"""Self-play training: one policy plays every seat of a mixture of games; each iteration is
+rollouts (the batched engine) -> advantages (RAE by default) -> a PPO-clip update -> the new
+weights play the next iteration (one process: the engine holds the very model the learner updates).
+
+The run directory is the contract with analysis (DESIGN.md):
+
+    config.toml         the resolved config, as run
+    events.jsonl        structlog JSON lines, each with run_id, iteration and kind
+    episodes/           one JSONL shard per iteration, written atomically
+    checkpoints/        iter_NNNNNN/ folders written atomically, and ``latest`` naming the newest
+
+Every random choice derives from (seed, iteration), so a run resumed from its last checkpoint
+replays exactly what an uninterrupted run would have done. On resume, events and episode shards
+newer than the checkpoint are dropped first: nothing is lost, nothing duplicated.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import structlog
+import tomli_w
+import torch
+from peft import LoraConfig
+
+import games
+from marl.advantages import ADVANTAGE_ESTIMATORS, Sample
+from marl.config import TrainConfig
+from marl.episode import Episode, write_jsonl
+from marl.evaluate import kuhn_exploitability, results_against
+from marl.hf import HFPolicy
+from marl.learner import Learner, TrainSample
+from marl.models import load_hf, load_smollm2, load_tiny
+from marl.policy import Sampling
+from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
+from marl.scripted import ScriptedPolicy
+
+MEMBER = "policy"  # the trained player's name on every turn it plays
+
+
+def load_model(config: TrainConfig) -> HFPolicy:
+    """A fresh copy of the configured model (never the process-wide cached one: training mutates it)."""
+    if config.model == "tiny":
+        policy = load_tiny(config.model_seed)
+    elif config.model == "smollm2-135m":
+        policy = load_smollm2()
+    else:
+        policy = load_hf(config.model.removeprefix("hf:"))
+    if config.lora.r:
+        lora = LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, target_modules=config.lora.target_modules)
+        policy.add_adapter(MEMBER, lora)
+    else:
+        policy.model.requires_grad_(True)
+    return policy
+
+
+def _seed(*parts: int) -> int:
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
+def _trainable_state(policy: HFPolicy) -> dict[str, torch.Tensor]:
+    """The weights that change in training (all of them, or just the adapter)."""
+    return {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, run_dir: Path, show_progress: bool = True):
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.show_progress = show_progress
+        self.policy = load_model(config)
+        self.adapter = MEMBER if config.lora.r else None
+        self.learner = Learner(self.policy, config.optim)
+        self.baselines: dict[tuple[str, str], float] = {}
+        self.iteration = 0
+        self.past: deque[tuple[int, dict[str, torch.Tensor]]] = deque(maxlen=self._past_needed() + 1)
+        self.seats = {g: games.make(g).possible_agents for g in config.games}
+        self.sampling = Sampling(config.rollout.temperature, config.rollout.top_p, config.rollout.max_new_tokens)
+        self.engine = RolloutEngine(concurrency=config.rollout.concurrency)
+        self._initial: HFPolicy | None = None
+
+    # ---- run directory -------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    def _events(self):
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        stream = open(self.run_dir / "events.jsonl", "a", encoding="utf-8", buffering=1)  # line-buffered
+        return stream, structlog.wrap_logger(
+            structlog.WriteLogger(stream),
+            processors=[structlog.processors.TimeStamper(fmt="iso"), structlog.processors.JSONRenderer(sort_keys=True)],
+        ).bind(run_id=self.run_id)
+
+    def _past_needed(self) -> int:
+        ks = [int(o.split(":")[1]) for o in self.config.eval.opponents if o.startswith("past:")]
+        return max(ks, default=0)
+
+    # ---- one iteration -------------------------------------------------------------------------
+
+    def _matches(self, iteration: int) -> list[MatchSpec]:
+        rng = np.random.default_rng([self.config.seed, iteration])
+        names = list(self.config.games)
+        weights = np.array([self.config.games[g] for g in names], dtype=float)
+        seat = SeatSpec(
+            self.policy, MEMBER, self.config.mode, self.sampling, self.adapter, self.config.rollout.invalid_moves,
+            self.config.rollout.compact_prompts,
+        )
+        specs = []
+        for m in range(self.config.rollout.matches):
+            game = names[rng.choice(len(names), p=weights / weights.sum())]
+            specs.append(
+                MatchSpec(game, _seed(self.config.seed, iteration, m), dict.fromkeys(self.seats[game], seat), f"it{iteration}-m{m}")
+            )
+        return specs
+
+    def _samples(self, episodes: list[Episode]) -> tuple[list[Sample], list]:
+        samples, turns = [], []
+        for ep in episodes:
+            for t in ep.turns:
+                if t.member == MEMBER and t.completion_ids:
+                    samples.append(Sample(ep.match_id, (ep.game, t.role), ep.rewards[t.seat], group=ep.game))
+                    turns.append(t)
+        return samples, turns
+
+    def step(self, iteration: int) -> dict:
+        start = time.perf_counter()
+        episodes = self.engine.play(self._matches(iteration))
+        rollout_time = time.perf_counter() - start
+        samples, turns = self._samples(episodes)
+        advantages = ADVANTAGE_ESTIMATORS[self.config.advantage.estimator](
+            samples, self.baselines, self.config.advantage.ema_decay
+        )
+        temperature = self._strategy_temperature() or 1.0
+        batch = [
+            TrainSample(
+                t.prompt_ids, t.completion_ids, float(a), self.adapter,
+                t.candidate_ids or None, t.choice, temperature,
+            )  # fmt: skip
+            for t, a in zip(turns, advantages)
+        ]
+        metrics = self.learner.update(batch)
+        completion_tokens = sum(len(t.completion_ids) for t in turns)
+        metrics["perf/rollout_tokens_per_s"] = completion_tokens / max(rollout_time, 1e-9)
+        metrics.update(self._rollout_metrics(episodes, samples, advantages))
+        if "kuhn_poker" in self.config.games:
+            metrics["kuhn/exploitability"] = kuhn_exploitability(
+                self.policy, self._strategy_temperature(), self.adapter, self.config.rollout.compact_prompts
+            )
+        write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
+        self.past.append((iteration, _trainable_state(self.policy)))
+        return metrics
+
+    def _strategy_temperature(self) -> float:
+        return self.config.rollout.temperature if self.config.mode == "choose" else 1.0
+
+    def _rollout_metrics(self, episodes: list[Episode], samples: list[Sample], advantages: np.ndarray) -> dict:
+        out: dict[str, float] = {}
+        for game in self.config.games:
+            eps = [e for e in episodes if e.game == game]
+            for role in self.seats[game]:
+                prefix = f"{game}/{role}"
+                turns = [t for e in eps for t in e.turns if t.role == role and t.member == MEMBER]
+                rets = [e.rewards[role] for e in eps]
+                others = [max(r for s, r in e.rewards.items() if s != role) for e in eps]
+                if rets:
+                    out[f"{prefix}/return"] = float(np.mean(rets))
+                    out[f"{prefix}/win"] = float(np.mean([a > b for a, b in zip(rets, others)]))
+                    out[f"{prefix}/draw"] = float(np.mean([a == b for a, b in zip(rets, others)]))
+                if turns:
+                    out[f"{prefix}/invalid_rate"] = float(np.mean([not t.valid for t in turns]))
+                    out[f"{prefix}/response_tokens"] = float(np.mean([len(t.completion_ids) for t in turns]))
+                out[f"{prefix}/baseline"] = self.baselines.get((game, role), 0.0)
+                adv = [a for s, a in zip(samples, advantages) if s.key == (game, role)]
+                if adv:
+                    out[f"{prefix}/adv_mean"], out[f"{prefix}/adv_std"] = float(np.mean(adv)), float(np.std(adv))
+        reasons = Counter(t.reason.split(";")[0] for e in episodes for t in e.turns if not t.valid)
+        out["rollout/invalid_rate"] = float(np.mean([not t.valid for e in episodes for t in e.turns] or [0.0]))
+        out["rollout/invalid_reasons"] = dict(reasons.most_common(5))
+        return out
+
+    # ---- evaluation ----------------------------------------------------------------------------
+
+    def _opponent(self, name: str, game: str):
+        if name == "initial":
+            if self._initial is None:
+                self._initial = load_model(self.config)
+            return self._initial, None
+        if name.startswith("past:"):  # the oldest snapshot kept: K iterations ago once the run is that old
+            past = copy.deepcopy(self.policy)
+            past.model.load_state_dict(self.past[0][1], strict=False)
+            return past, self.adapter
+        scripted = games.scripted_players(game)
+        return ScriptedPolicy(name, scripted[name]), None
+
+    def evaluate(self, iteration: int) -> dict[str, float]:
+        out = {}
+        compact = self.config.rollout.compact_prompts
+        me = SeatSpec(self.policy, MEMBER, self.config.mode, self.sampling, self.adapter, self.config.rollout.invalid_moves, compact)
+        for game in self.config.games:
+            for name in self.config.eval.opponents:
+                if name not in ("initial",) and not name.startswith("past:") and name not in games.scripted_players(game):
+                    continue  # a scripted player of another game
+                policy, adapter = self._opponent(name, game)
+                mode = self.config.mode if isinstance(policy, HFPolicy) else "generate"
+                them = SeatSpec(policy, name, mode, self.sampling, adapter, self.config.rollout.invalid_moves, compact)
+                specs = []
+                for m in range(self.config.eval.matches):
+                    seats = self.seats[game]
+                    order = seats if m % 2 == 0 else seats[::-1]
+                    specs.append(MatchSpec(game, _seed(self.config.seed, iteration, 10**6 + m), {order[0]: me, order[1]: them}))
+                result = results_against(self.engine.play(specs), MEMBER)
+                for k, v in result.items():
+                    out[f"eval/{game}/{name}/{k}"] = v
+        return out
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+
+    def save_checkpoint(self, iteration: int) -> Path:
+        folder = self.run_dir / "checkpoints"
+        folder.mkdir(parents=True, exist_ok=True)
+        final = folder / f"iter_{iteration:06d}"
+        staging = folder / f".staging-{iteration:06d}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        torch.save(
+            {
+                "weights": _trainable_state(self.policy),
+                "learner": self.learner.state_dict(),
+                "past": list(self.past),
+                "torch_rng": torch.get_rng_state(),
+            },
+            staging / "state.pt",
+        )
+        (staging / "state.json").write_text(
+            json.dumps({"iteration": iteration, "baselines": [[g, r, b] for (g, r), b in self.baselines.items()]})
+        )
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(staging, final)
+        _atomic_write(folder / "latest", final.name)
+        return final
+
+    def load_checkpoint(self) -> int:
+        folder = self.run_dir / "checkpoints"
+        name = (folder / "latest").read_text().strip()
+        state = torch.load(folder / name / "state.pt", weights_only=False)
+        self.policy.model.load_state_dict(state["weights"], strict=False)
+        self.learner.load_state_dict(state["learner"])
+        self.past.extend(state["past"])
+        torch.set_rng_state(state["torch_rng"])
+        meta = json.loads((folder / name / "state.json").read_text())
+        self.baselines = {(g, r): b for g, r, b in meta["baselines"]}
+        self.iteration = meta["iteration"]
+        return self.iteration
+
+    def _drop_after(self, iteration: int) -> None:
+        """Forget events and episode shards newer than the checkpoint we resume from."""
+        events = self.run_dir / "events.jsonl"
+        if events.exists():
+            kept = []
+            for line in events.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:  # a line cut short by the kill
+                    continue
+                if record.get("iteration", 0) <= iteration:
+                    kept.append(line + "\n")
+            _atomic_write(events, "".join(kept))
+        for shard in (self.run_dir / "episodes").glob("iter_*.jsonl"):
+            if int(shard.stem.split("_")[1]) > iteration:
+                shard.unlink()
+
+    # ---- the loop ------------------------------------------------------------------------------
+
+    def run(self, resume: bool = False, on_iteration: Callable[[int, dict], None] | None = None) -> dict:
+        if resume:
+            self._drop_after(self.load_checkpoint())
+        else:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            _atomic_write(self.run_dir / "config.toml", tomli_w.dumps(self.config.model_dump(mode="json")))
+        stream, log = self._events()
+        metrics: dict = {}
+        try:
+            if not resume:
+                log.info(
+                    "start", kind="start", iteration=0, model=self.config.model, mode=self.config.mode,
+                    matches_per_iteration=self.config.rollout.matches, games=self.config.games,
+                    trainable_parameters=sum(p.numel() for p in self.learner.params),
+                )  # fmt: skip
+            for iteration in range(self.iteration + 1, self.config.iterations + 1):
+                metrics = self.step(iteration)
+                if self.config.eval.every and iteration % self.config.eval.every == 0:
+                    metrics.update(self.evaluate(iteration))
+                log.info("iteration", kind="iteration", iteration=iteration, **metrics)
+                self.iteration = iteration
+                if iteration % self.config.checkpoint_every == 0 or iteration == self.config.iterations:
+                    self.save_checkpoint(iteration)
+                    log.info("checkpoint", kind="checkpoint", iteration=iteration)
+                if on_iteration is not None:
+                    on_iteration(iteration, metrics)
+        except KeyboardInterrupt:  # at exit: keep every finished iteration
+            if self.iteration and not (self.run_dir / "checkpoints" / f"iter_{self.iteration:06d}").exists():
+                self.save_checkpoint(self.iteration)
+                log.info("checkpoint", kind="checkpoint", iteration=self.iteration)
+            raise
+        finally:
+            stream.close()
+        return metrics
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
