@@ -4,7 +4,7 @@ against fixed opponents.
 The Kuhn strategy is read with ``score``: at each of the 12 information sets the seat's prompt is
 built exactly as in play (the prompt never depends on the opponent's card, which the games' leak
 tests check), both legal moves are scored, and the move probabilities are the softmax of their
-per-token log-probs at the policy's sampling temperature — the forced-choice policy itself.
+log-probs at the policy's sampling temperature — the forced-choice policy itself.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from games import kuhn_analysis
 from games.kuhn import CARDS
 from marl.episode import Episode
 from marl.policy import Policy, Request, Sampling
+from marl.rollout import choice_probabilities
 from roles.seat import SeatRole
 
 LETTER_MOVES = {"c": "check", "b": "bet"}
@@ -47,13 +48,7 @@ def kuhn_strategy(
     scored = policy.score([r for r, _ in asked], [[role.format_move(m) for m in legal] for _, legal in asked])
     strategy = {}
     for key, (_, legal), row in zip(kuhn_analysis.INFOSETS, asked, scored):
-        logps = np.array([s.mean_logprob for s in row])  # as forced choice plays
-        if temperature == 0:
-            probs = (logps == logps.max()).astype(float)
-            probs /= probs.sum()
-        else:
-            weights = np.exp((logps - logps.max()) / temperature)
-            probs = weights / weights.sum()
+        probs = choice_probabilities(row, temperature)  # exactly as forced choice plays
         strategy[key] = float(probs[legal.index("bet" if "bet" in legal else "call")])
     return strategy
 

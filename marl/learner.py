@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from marl.hf import HFPolicy
 from marl.losses import ppo_clip_loss
+from marl.policy import choice_logprobs
 
 
 class OptimConfig(BaseModel):
@@ -48,8 +49,8 @@ class OptimConfig(BaseModel):
 @dataclass
 class TrainSample:
     """One turn to learn from. A forced-choice turn also carries every candidate it chose among:
-    its policy is π(a) = softmax_a(mean per-token log p(candidate_a) / T), and that choice's
-    log-prob is what the loss moves (one decision, so the token normaliser is 1)."""
+    its policy is ``marl.policy.choice_logprobs`` (constrained decoding over the candidates), and
+    that choice's log-prob is what the loss moves (one decision, so the token normaliser is 1)."""
 
     prompt_ids: list[int]
     completion_ids: list[int]
@@ -99,11 +100,12 @@ class Learner:
         pairs = [(s, c) for s in chunk for c in s.candidates]
         token_lp, real, _ = policy.completion_logprobs(
             [s.prompt_ids for s, _ in pairs], [c for _, c in pairs], [s.adapter for s, _ in pairs]
-        )
-        sequence_lp = (token_lp * real).sum(-1) / real.sum(-1)  # (sum of candidates,): per-token, as play compares
+        )  # (sum of candidates, K), completions end-aligned
         chosen, ent, start = [], [], 0
         for s in chunk:
-            choice_lp = torch.log_softmax(sequence_lp[start : start + len(s.candidates)] / s.temperature, dim=0)
+            rows = range(start, start + len(s.candidates))
+            per_token = [token_lp[r][real[r]] for r in rows]  # each candidate's own tokens, in order
+            choice_lp = choice_logprobs(s.candidates, per_token, s.temperature)
             chosen.append(choice_lp[s.choice])
             ent.append(-(choice_lp.exp() * choice_lp).sum())
             start += len(s.candidates)

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import torch
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -57,10 +59,33 @@ class Response:
     def logprob(self) -> float:
         return math.fsum(self.logprobs)
 
-    @property
-    def mean_logprob(self) -> float:
-        """Per-token log-prob: what forced choice compares, so a move is not preferred for being short."""
-        return self.logprob / max(len(self.logprobs), 1)
+
+
+def choice_logprobs(
+    candidates: Sequence[Sequence[int]], token_logprobs: Sequence[torch.Tensor], temperature: float = 1.0
+) -> torch.Tensor:
+    """log π(a) of forced choice among ``candidates``, as constrained decoding would draw them.
+
+    Wherever the candidates branch, the model's probabilities of the branching tokens are
+    renormalised (at ``temperature``); tokens where only one candidate goes on count for nothing.
+    So "\\boxed{bet}" against "\\boxed{check}" is decided by the model's odds of "b" against "c"
+    alone: no preference for short moves, and no way to shift the choice through the letters that
+    merely finish a word. ``token_logprobs[a]`` holds the log-prob of each token of candidate a
+    after the prompt; differentiable.
+    """
+    total = []
+    for cand, lps in zip(candidates, token_logprobs):
+        terms = []
+        for d in range(len(cand)):
+            siblings: dict[int, int] = {}  # branching token -> a candidate that takes it (same context, same log-prob)
+            for b, other in enumerate(candidates):
+                if len(other) > d and list(other[:d]) == list(cand[:d]):
+                    siblings.setdefault(other[d], b)
+            if len(siblings) > 1:
+                branch = torch.stack([token_logprobs[b][d] for b in siblings.values()]) / temperature
+                terms.append(lps[d] / temperature - torch.logsumexp(branch, dim=0))
+        total.append(torch.stack(terms).sum() if terms else torch.zeros(()))
+    return torch.stack(total)
 
 
 class Policy(Protocol):

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import torch
 
 import games
 from marl.episode import Episode, Turn
-from marl.policy import Policy, Request, Response, Sampling
+from marl.policy import Policy, Request, Response, Sampling, choice_logprobs
 from roles.seat import InvalidMoves, SeatRole
 
 
@@ -50,6 +51,26 @@ class MatchSpec:
     seats: dict[str, SeatSpec]
     match_id: str = ""  # default "<game>-<seed>"
     game_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def choice_probabilities(scored: list[Response], temperature: float) -> np.ndarray:
+    """Forced choice's distribution over the scored candidates (see ``marl.policy.choice_logprobs``);
+    temperature 0 puts all mass on the most likely."""
+    cands = [s.completion_ids for s in scored]
+    if not all(cands):  # tokenless players: their candidates' log-probs are already the choice
+        logps = np.array([s.logprob for s in scored])
+    else:
+        logps = choice_logprobs(cands, [torch.tensor(s.logprobs) for s in scored]).numpy()
+    if temperature == 0:
+        best = (logps == logps.max()).astype(float)
+        return best / best.sum()
+    weights = np.exp((logps - logps.max()) / temperature)
+    return weights / weights.sum()
+
+
+def choose(scored: list[Response], temperature: float, rng: np.random.Generator) -> int:
+    probs = choice_probabilities(scored, temperature)
+    return int(np.argmax(probs)) if temperature == 0 else int(rng.choice(len(probs), p=probs))
 
 
 def _turn_seed(match_seed: int, turn: int) -> int:
@@ -130,13 +151,7 @@ class _Live:
 
     def play_choice(self, request: Request, scored: list[Response]) -> Turn:
         legal = self.env.legal_moves(self.agent)
-        logps = np.array([s.mean_logprob for s in scored])  # length-normalised: see Response.mean_logprob
-        temperature = self.seat.sampling.temperature
-        if temperature == 0:
-            pick = int(np.argmax(logps))
-        else:
-            weights = np.exp((logps - logps.max()) / temperature)
-            pick = int(self.rng.choice(len(legal), p=weights / weights.sum()))
+        pick = choose(scored, self.seat.sampling.temperature, self.rng)
         choice = {"candidate_ids": [s.completion_ids for s in scored], "choice": pick}
         return self._play(request, scored[pick], legal[pick], **choice)
 
