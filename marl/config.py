@@ -48,8 +48,11 @@ class RolloutConfig(Strict):
         return InvalidMoves.parse(self.invalid, self.invalid_penalty, self.opponent_reward)
 
 
+EstimatorName = Literal[tuple(ADVANTAGE_ESTIMATORS)]  # the dict's keys: a typo fails when the config loads
+
+
 class AdvantageConfig(Strict):
-    estimator: Literal["rae", "reinforce", "batch_mean", "grpo"] = Field(
+    estimator: EstimatorName = Field(  # type: ignore[valid-type]
         "rae", description="rae: per-(game, role) EMA baseline (SPIRAL); reinforce: none; batch_mean; grpo"
     )
     ema_decay: float = Field(0.95, ge=0, lt=1, description="RAE's α (SPIRAL: 0.95)")

@@ -72,10 +72,9 @@ def _trainable_state(policy: HFPolicy) -> dict[str, torch.Tensor]:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, run_dir: Path, show_progress: bool = True):
+    def __init__(self, config: TrainConfig, run_dir: Path):
         self.config = config
         self.run_dir = Path(run_dir)
-        self.show_progress = show_progress
         self.policy = load_model(config)
         self.adapter = MEMBER if config.lora.r else None
         self.learner = Learner(self.policy, config.optim)

@@ -74,7 +74,7 @@ def events(run_dir):
 
 def test_a_short_run_writes_the_run_directory(tmp_path):
     config = load_config(write(tmp_path, SHORT_KUHN.format(iterations=2)))
-    trainer = Trainer(config, tmp_path / "run", show_progress=False)
+    trainer = Trainer(config, tmp_path / "run")
     before = {n: p.clone() for n, p in trainer.policy.model.named_parameters()}
     trainer.run()
     unchanged = [n for n, p in trainer.policy.model.named_parameters() if torch.equal(p, before[n])]
