@@ -30,3 +30,12 @@ def test_rollout_speed_reports_both_ratios():
     assert set(tiny["tokens_per_s"]) == {"engine", "bare_generate", "bare_generate_greedy", "one_at_a_time"}
     assert all(rate > 0 for rate in tiny["tokens_per_s"].values())
     assert {"ratio_vs_bare_generate", "ratio_vs_one_at_a_time"} <= set(tiny)
+
+
+def test_learner_speed_reports_its_ratio():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "learner_speed.py"), "--quick"], capture_output=True, text=True, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["samples"] > 0 and report["tokens_per_s"]["learner"] > 0 and report["tokens_per_s"]["bare"] > 0
+    assert "ratio_vs_bare" in report

@@ -1,0 +1,82 @@
+"""Learner tokens per second against a bare forward + backward + step of the same model on the same
+batch, in one run.
+
+The batch is real: the turns of 64 Kuhn poker matches played by the model in both seats (free
+text, 32 new tokens a turn). The learner's iteration (old log-probs recomputed, then ``epochs``
+PPO-clip passes) is timed against ``epochs`` bare passes — left-padded forward, token log-probs,
+backward, AdamW step — and both are credited the same tokens: prompt and completion, per epoch.
+
+Target (issue 4): learner >= 0.85x bare.
+
+    python benchmarks/learner_speed.py [--model tiny] [--epochs 2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from marl.learner import Learner, OptimConfig, TrainSample
+from marl.players import model
+from marl.policy import Sampling
+from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
+from marl.train import _trainable_state
+from roles.seat import InvalidMoves
+
+
+def batch_of_turns(name: str, matches: int) -> list[TrainSample]:
+    policy = model(name)
+    seat = SeatSpec(policy, name, sampling=Sampling(1.0, 1.0, 32), invalid=InvalidMoves("random_legal"))
+    episodes = RolloutEngine(concurrency=matches).play(
+        [MatchSpec("kuhn_poker", seed, {"player_0": seat, "player_1": seat}) for seed in range(matches)]
+    )
+    return [TrainSample(t.prompt_ids, t.completion_ids, 1.0 if i % 2 else -1.0) for i, t in enumerate(
+        t for ep in episodes for t in ep.turns if t.completion_ids)]  # fmt: skip
+
+
+def bare_passes(policy, samples: list[TrainSample], epochs: int, micro_batch: int, lr: float) -> float:
+    """Seconds for ``epochs`` plain passes: forward, mean token log-prob loss, backward, step."""
+    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=lr)
+    start = time.perf_counter()
+    for _ in range(epochs):
+        optimizer.zero_grad()
+        for i in range(0, len(samples), micro_batch):
+            chunk = samples[i : i + micro_batch]
+            ids, mask = policy._left_pad([s.prompt_ids + s.completion_ids for s in chunk])
+            logits = policy.model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()  # (N, S-1, V)
+            token_lp = torch.log_softmax(logits, -1).gather(2, ids[:, 1:, None]).squeeze(2)
+            loss = -(token_lp * mask[:, 1:]).sum() / mask.sum()
+            loss.backward()
+        optimizer.step()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="a tiny batch, to check the script runs")
+    args = parser.parse_args()
+    samples = batch_of_turns(args.model, 4 if args.quick else 64)
+    policy = model(args.model)
+    policy.model.requires_grad_(True)
+    initial = _trainable_state(policy)
+    config = OptimConfig(epochs=args.epochs, micro_batch=32, lr=1e-4)
+    tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples) * args.epochs
+    bare = bare_passes(policy, samples, args.epochs, config.micro_batch, config.lr)
+    policy.model.load_state_dict(initial, strict=False)
+    start = time.perf_counter()
+    Learner(policy, config).update(samples)
+    learner = time.perf_counter() - start
+    print(json.dumps({
+        "benchmark": "learner_speed", "model": args.model, "samples": len(samples), "epochs": args.epochs,
+        "tokens_per_s": {"learner": round(tokens / learner, 1), "bare": round(tokens / bare, 1)},
+        "ratio_vs_bare": round(bare / learner, 3), "target": 0.85, "met": bare / learner >= 0.85,
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
