@@ -16,6 +16,11 @@ import numpy as np
 from pettingzoo import AECEnv
 
 
+def derive_seed(*parts: int) -> int:
+    """An independent, reproducible seed for any tuple of ints (root seed, iteration, match…)."""
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
 class Player(Protocol):
     def act(self, env: AECEnv, agent: str, rng: np.random.Generator) -> Any: ...
 

@@ -145,7 +145,7 @@ class HFPolicy:
             mask[i, width - len(row) :] = 1
         return ids, mask
 
-    def _prepare(self, rows: list[list[int]], keep: int, requests: Sequence[Request]) -> _Batch:
+    def _prepare(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None]) -> _Batch:
         """Inputs for a batch whose rows often share a long start (system prompt and rules).
 
         The shared prefix is run once and its KV cache repeated for every row; the rest of each row
@@ -156,12 +156,12 @@ class HFPolicy:
         shared = 0
         while shared < shortest and len({row[shared] for row in rows}) == 1:
             shared += 1
-        if len(rows) == 1 or shared < PREFIX_MIN or len({r.adapter for r in requests}) > 1:
+        if len(rows) == 1 or shared < PREFIX_MIN or len(set(adapters)) > 1:
             ids, mask = self._left_pad(rows)
             return _Batch(ids, mask, 0, None)
         suffix_ids, suffix_mask = self._left_pad([row[shared:] for row in rows])  # (B, S)
         prefix = torch.tensor([rows[0][:shared]])  # (1, P)
-        out = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **self._adapter_kwargs(requests[:1]))
+        out = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **self._adapters_for(adapters[:1]))
         cache = out.cache
         cache.batch_repeat_interleave(len(rows))
         ids = torch.cat([prefix.expand(len(rows), -1), suffix_ids], dim=1)  # (B, P + S)
@@ -171,7 +171,7 @@ class HFPolicy:
     @torch.inference_mode()
     def act(self, requests: Sequence[Request]) -> list[Response]:
         prompts = self.encode([r.messages for r in requests])
-        batch = self._prepare(prompts, 1, requests)
+        batch = self._prepare(prompts, 1, [r.adapter for r in requests])
         temperatures = torch.tensor([r.sampling.temperature for r in requests], dtype=torch.float32)
         top_ps = torch.tensor([r.sampling.top_p for r in requests], dtype=torch.float32)
         sampler = _Sampler(temperatures, top_ps, seed=hash(tuple(r.seed for r in requests)) % 2**63)
@@ -211,8 +211,7 @@ class HFPolicy:
         entropy of the next-token distribution at each of them.
         """
         k = max(map(len, completions))
-        requests = [Request([], adapter=a) for a in adapters]
-        batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, requests)  # (N, P + S)
+        batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters)  # (N, P + S)
         ids, mask, p = batch.ids, batch.mask, batch.prefix
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         logits = self.model(
@@ -246,7 +245,7 @@ class HFPolicy:
 
     def _score_chunk(self, chunk: list[tuple], requests: list[Request]) -> list[Response]:
         k = max(len(cand) for _, _, cand, _ in chunk)
-        batch = self._prepare([prompt + cand for _, prompt, cand, _ in chunk], k + 1, requests)  # (N, P + S)
+        batch = self._prepare([prompt + cand for _, prompt, cand, _ in chunk], k + 1, [r.adapter for r in requests])  # (N, P + S)
         ids, mask, p = batch.ids, batch.mask, batch.prefix
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # padding holes: count real tokens only
         logits = self.model(

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 import games
+from games.play import derive_seed
 from marl.episode import Episode, Turn
 from marl.policy import Policy, Request, Response, Sampling, choice_logprobs
 from roles.seat import InvalidMoves, SeatRole
@@ -71,10 +72,6 @@ def choice_probabilities(scored: list[Response], temperature: float) -> np.ndarr
 def choose(scored: list[Response], temperature: float, rng: np.random.Generator) -> int:
     probs = choice_probabilities(scored, temperature)
     return int(np.argmax(probs)) if temperature == 0 else int(rng.choice(len(probs), p=probs))
-
-
-def _turn_seed(match_seed: int, turn: int) -> int:
-    return int(np.random.SeedSequence([match_seed, turn]).generate_state(1)[0])
 
 
 class _Live:
@@ -127,7 +124,7 @@ class _Live:
         role = SeatRole(self.spec.game, self.seat.compact)
         return Request(
             role.messages(observation), self.seat.sampling, self.seat.adapter,
-            _turn_seed(self.spec.seed, len(self.turns)), self.env, self.agent,
+            derive_seed(self.spec.seed, len(self.turns)), self.env, self.agent,
         )  # fmt: skip
 
     def candidates(self) -> list[str]:

@@ -32,6 +32,7 @@ import torch
 from peft import LoraConfig
 
 import games
+from games.play import derive_seed
 from marl.advantages import ADVANTAGE_ESTIMATORS, Sample
 from marl.config import TrainConfig
 from marl.episode import Episode, write_jsonl
@@ -62,10 +63,6 @@ def load_model(config: TrainConfig) -> HFPolicy:
     return policy
 
 
-def _seed(*parts: int) -> int:
-    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
-
-
 def _trainable_state(policy: HFPolicy) -> dict[str, torch.Tensor]:
     """The weights that change in training (all of them, or just the adapter)."""
     return {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
@@ -84,6 +81,10 @@ class Trainer:
         self.seats = {g: games.make(g).possible_agents for g in config.games}
         self.sampling = Sampling(config.rollout.temperature, config.rollout.top_p, config.rollout.max_new_tokens)
         self.engine = RolloutEngine(concurrency=config.rollout.concurrency)
+        self.me = SeatSpec(  # how the trained policy plays, in training and in evaluation
+            self.policy, MEMBER, config.mode, self.sampling, self.adapter, config.rollout.invalid_moves,
+            config.rollout.compact_prompts,
+        )
         self._initial: HFPolicy | None = None
 
     # ---- run directory -------------------------------------------------------------------------
@@ -110,15 +111,11 @@ class Trainer:
         rng = np.random.default_rng([self.config.seed, iteration])
         names = list(self.config.games)
         weights = np.array([self.config.games[g] for g in names], dtype=float)
-        seat = SeatSpec(
-            self.policy, MEMBER, self.config.mode, self.sampling, self.adapter, self.config.rollout.invalid_moves,
-            self.config.rollout.compact_prompts,
-        )
         specs = []
         for m in range(self.config.rollout.matches):
             game = names[rng.choice(len(names), p=weights / weights.sum())]
             specs.append(
-                MatchSpec(game, _seed(self.config.seed, iteration, m), dict.fromkeys(self.seats[game], seat), f"it{iteration}-m{m}")
+                MatchSpec(game, derive_seed(self.config.seed, iteration, m), dict.fromkeys(self.seats[game], self.me), f"it{iteration}-m{m}")
             )
         return specs
 
@@ -203,20 +200,20 @@ class Trainer:
 
     def evaluate(self, iteration: int) -> dict[str, float]:
         out = {}
-        compact = self.config.rollout.compact_prompts
-        me = SeatSpec(self.policy, MEMBER, self.config.mode, self.sampling, self.adapter, self.config.rollout.invalid_moves, compact)
         for game in self.config.games:
             for name in self.config.eval.opponents:
                 if name not in ("initial",) and not name.startswith("past:") and name not in games.scripted_players(game):
                     continue  # a scripted player of another game
                 policy, adapter = self._opponent(name, game)
                 mode = self.config.mode if isinstance(policy, HFPolicy) else "generate"
-                them = SeatSpec(policy, name, mode, self.sampling, adapter, self.config.rollout.invalid_moves, compact)
+                them = SeatSpec(
+                    policy, name, mode, self.sampling, adapter, self.config.rollout.invalid_moves, self.me.compact
+                )
                 specs = []
                 for m in range(self.config.eval.matches):
                     seats = self.seats[game]
                     order = seats if m % 2 == 0 else seats[::-1]
-                    specs.append(MatchSpec(game, _seed(self.config.seed, iteration, 10**6 + m), {order[0]: me, order[1]: them}))
+                    specs.append(MatchSpec(game, derive_seed(self.config.seed, iteration, 10**6 + m), {order[0]: self.me, order[1]: them}))
                 result = results_against(self.engine.play(specs), MEMBER)
                 for k, v in result.items():
                     out[f"eval/{game}/{name}/{k}"] = v

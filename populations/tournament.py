@@ -19,12 +19,7 @@ import numpy as np
 import pandas as pd
 
 import games
-from games.play import Player
-
-
-def match_seed(seed: int, pairing: int, match: int) -> int:
-    """Independent, reproducible seeds per (tournament seed, pairing, match)."""
-    return int(np.random.SeedSequence([seed, pairing, match]).generate_state(1)[0])
+from games.play import Player, derive_seed
 
 
 def round_robin(
@@ -51,7 +46,7 @@ def round_robin(
     rows = []
     for pairing, (a, b) in enumerate(permutations(players, 2)):
         for m in range(matches):
-            result = games.play_match(env, {seat0: players[a](), seat1: players[b]()}, match_seed(seed, pairing, m))
+            result = games.play_match(env, {seat0: players[a](), seat1: players[b]()}, derive_seed(seed, pairing, m))
             rows.append(
                 {"game": game, "player_0": a, "player_1": b, "match": m,
                  "return_0": result.returns[seat0], "return_1": result.returns[seat1],
