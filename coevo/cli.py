@@ -130,18 +130,22 @@ def train(
     resume: Annotated[Path | None, typer.Option(help="Continue the run in this directory from its last checkpoint.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Where the run goes (default runs/<config name>-<time>).")] = None,
     iterations: Annotated[int | None, typer.Option(min=1, help="Override the config's iteration count.")] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a config value: KEY=VALUE, e.g. --set optim.lr=1e-3.")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Self-play training with role-conditioned advantages; writes a run directory."""
     if (config is None) == (resume is None):
         raise typer.BadParameter("give a CONFIG to start a run, or --resume RUN_DIR to continue one")
     try:
-        cfg = load_config(config if config is not None else resume / "config.toml")
+        cfg = load_config(
+            config if config is not None else resume / "config.toml",
+            [*(overrides or []), *([f"iterations={iterations}"] if iterations is not None else [])],
+        )
     except ConfigError as err:
         console.print(f"[red]config error:[/red] {escape(str(err))}")
         raise typer.Exit(2) from None
-    if iterations is not None:
-        cfg = cfg.model_copy(update={"iterations": iterations})
     if resume is not None:
         if not (resume / "checkpoints" / "latest").exists():
             raise typer.BadParameter(f"{resume} has no checkpoint to resume from", param_hint="--resume")

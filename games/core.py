@@ -34,6 +34,8 @@ from pettingzoo import AECEnv
 PROMPT_MAX_CHARS = 2**16  # the transcript window; Shimmy's text observations use the same bound
 ACTION_MAX_CHARS = 4096  # a free-text move; longer model output is cut by the role, not here
 
+LEGAL_MOVES = "Your legal moves:"  # opens the last line of every observation that offers moves
+
 
 @dataclass(frozen=True)
 class GameInfo:
@@ -291,7 +293,7 @@ class TextGameEnv(TurnTakingEnv):
         seat = self._seat_of[agent]
         legal = self.legal_moves(agent)
         if legal:
-            status = "Your legal moves: " + ", ".join(legal)
+            status = f"{LEGAL_MOVES} " + ", ".join(legal)
         elif self._is_over():
             status = "The match is over."
         else:

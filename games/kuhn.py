@@ -131,9 +131,8 @@ class KuhnPoker(Rules):
             )
         lines.append(f"Your chips so far: {self.chips[seat]:+g}.")
         if self._to_move is not None:
-            # Last, right before the legal moves: small models find the card at a fixed distance
-            # from their answer.
-            lines.append(f"Your card: {self.cards[seat]}.")
+            # Last, with no full stop: a compact prompt (roles.seat) ends on the card itself.
+            lines.append(f"Your card: {self.cards[seat]}")
         return "\n".join(lines)
 
     def render(self) -> str:

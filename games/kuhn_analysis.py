@@ -20,7 +20,7 @@ equilibrium is −1/18 for the first player (https://en.wikipedia.org/wiki/Kuhn_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import permutations, product
 from numbers import Real
@@ -74,6 +74,23 @@ def nash_conv(strategy: Strategy) -> Real:
 def exploitability(strategy: Strategy) -> Real:
     """Mean over seats of what a best response gains: 0 exactly at an equilibrium."""
     return nash_conv(strategy) / 2
+
+
+def average(strategies: Sequence[Strategy]) -> dict[str, Real]:
+    """The average policy of several strategies: play as one of them drawn uniformly for the whole
+    hand. Per information set that is each strategy's move probability weighted by how often the
+    seat's own earlier moves reach it (only the first seat's check-then-call sets depend on an
+    earlier move), so its value against any opponent is the mean of theirs — the average that
+    self-play's convergence results are about, unlike the plain mean of behaviour probabilities.
+    """
+    if not strategies:
+        raise ValueError("average of no strategies")
+    out: dict[str, Real] = {}
+    for key in INFOSETS:
+        reach = [1 - s[key[0]] if key.endswith("cb") else 1 for s in strategies]
+        total = sum(reach, Fraction(0))  # exact unless the strategies hold floats
+        out[key] = sum(r * s[key] for r, s in zip(reach, strategies)) / total if total else strategies[-1][key]
+    return out
 
 
 THIRD = Fraction(1, 3)

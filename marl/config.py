@@ -1,9 +1,13 @@
 """Training configuration: pydantic models loaded from TOML. Unknown keys are errors, and every
-error is reported as one line naming the field (``ConfigError``)."""
+error is reported as one line naming the field (``ConfigError``).
+
+A config may start from another (``extends = "kuhn_tiny.toml"``, relative to it) and change only
+what differs, as ablations do; ``coevo train --set optim.lr=1e-3`` changes one value at launch."""
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -34,7 +38,9 @@ class RolloutConfig(Strict):
     invalid_penalty: float = Field(-1.0, description="offender's reward on an invalid move (SPIRAL trains with -1.5)")
     opponent_reward: float = Field(1.0, description="the other seat's reward on a forfeit (SPIRAL trains with +0.5)")
     compact_prompts: bool = Field(
-        False, description="prompt with the game state only (no system prompt, no rules): for small models from scratch"
+        False,
+        description="the state alone as plain text, moves bare (no rules, chat template or \\boxed{}): for small "
+        "models trained from scratch, which then decide right on the state's last line",
     )
 
     @field_validator("invalid")
@@ -113,15 +119,53 @@ class TrainConfig(Strict):
         return self
 
 
-def load_config(path: str | Path) -> TrainConfig:
-    """Read and validate a TOML config; ``ConfigError`` (one line) on any problem."""
-    path = Path(path)
+def _merge(base: dict, over: dict) -> dict:
+    """``over`` on top of ``base``, tables merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """A TOML file's tables, on top of the file its ``extends`` names (relative to it), if any."""
+    if path.resolve() in seen:
+        raise ConfigError(f"{path}: extends: the chain of extended configs comes back to this file")
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: extends: give the path of another config, as a string")
+    return _merge(_read(path.parent / base, (*seen, path.resolve())), data)
+
+
+def _override(data: dict, item: str) -> dict:
+    """``KEY=VALUE`` with a dotted key (``optim.lr=1e-3``); the value is read as TOML, else as a string."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. optim.lr=1e-3")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    for part in reversed(key.strip().split(".")):
+        value = {part: value}
+    return _merge(data, value)
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Read and validate a TOML config (and any it ``extends``), then ``overrides`` as KEY=VALUE;
+    ``ConfigError`` (one line) on any problem."""
+    path = Path(path)
+    data = _read(path)
+    for item in overrides:
+        data = _override(data, item)
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as err:

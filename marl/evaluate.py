@@ -44,19 +44,13 @@ def kuhn_strategy(
 ) -> dict[str, float]:
     """Probability of the aggressive move (bet or call) at each information set."""
     asked = [_infoset_request(key, Sampling(temperature), adapter, compact) for key in kuhn_analysis.INFOSETS]
-    role = SeatRole("kuhn_poker")
+    role = SeatRole("kuhn_poker", compact)
     scored = policy.score([r for r, _ in asked], [[role.format_move(m) for m in legal] for _, legal in asked])
     strategy = {}
     for key, (_, legal), row in zip(kuhn_analysis.INFOSETS, asked, scored):
         probs = choice_probabilities(row, temperature)  # exactly as forced choice plays
         strategy[key] = float(probs[legal.index("bet" if "bet" in legal else "call")])
     return strategy
-
-
-def kuhn_exploitability(
-    policy: Policy, temperature: float = 1.0, adapter: str | None = None, compact: bool = False
-) -> float:
-    return float(kuhn_analysis.exploitability(kuhn_strategy(policy, temperature, adapter, compact)))
 
 
 def results_against(episodes: list[Episode], member: str) -> dict[str, float]:

@@ -121,9 +121,13 @@ class HFPolicy:
             self.model.add_adapter(name, config)
         self.adapters.add(name)
 
-    def encode(self, conversations: Sequence[list[dict[str, str]]]) -> list[list[int]]:
-        """Token ids of each conversation under the chat template, ready for the model's reply."""
-        texts = [self.tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in conversations]
+    def encode(self, conversations: Sequence[list[dict[str, str]] | str]) -> list[list[int]]:
+        """Token ids of each conversation under the chat template (a plain string as is), ready
+        for the model's reply."""
+        texts = [
+            m if isinstance(m, str) else self.tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
+            for m in conversations
+        ]
         return self.tokenizer(texts, add_special_tokens=False)["input_ids"]  # one batched call to the fast tokenizer
 
     def _adapter_kwargs(self, requests: Sequence[Request]) -> dict:

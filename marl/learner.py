@@ -17,6 +17,7 @@ import copy
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,6 +45,9 @@ class OptimConfig(BaseModel):
         0.0, ge=0, le=1, description="reference ← (1−τ)·reference + τ·policy after each update; 0 = frozen initial model"
     )
     entropy_coef: float = Field(0.0, ge=0, description="entropy bonus weight (SPIRAL: 0)")
+    lr_schedule: Literal["constant", "linear"] = Field(
+        "constant", description="linear: decay to 0 over the run, so the last iterate settles (SPIRAL: constant)"
+    )
 
 
 @dataclass
@@ -68,13 +72,16 @@ class TrainSample:
 class Learner:
     """Updates ``policy`` in place."""
 
-    def __init__(self, policy: HFPolicy, config: OptimConfig):
+    def __init__(self, policy: HFPolicy, config: OptimConfig, updates: int = 1):
+        """``updates``: how many ``update`` calls the run will make, for the learning-rate schedule."""
         self.policy = policy
         self.config = config
         self.params = [p for p in policy.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError(f"{policy.name} has no trainable parameters")
         self.optimizer = torch.optim.AdamW(self.params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
+        decay = (lambda done: 1 - done / updates) if config.lr_schedule == "linear" else (lambda done: 1.0)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
         self.reference = None
         if config.kl_coef:
             self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
@@ -145,6 +152,8 @@ class Learner:
                 stats["policy/grad_norm"] = grad_norm
             stats["ppo/clipfrac"], stats["ppo/approx_kl"] = sums["ppo/clipfrac"], sums["ppo/approx_kl"]
         self.optimizer.zero_grad(set_to_none=True)
+        stats["optim/lr"] = self.schedule.get_last_lr()[0]
+        self.schedule.step()
         self._pull_reference()
         tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples) * (cfg.epochs + 1)
         stats["perf/learner_tokens_per_s"] = tokens / (time.perf_counter() - start)
@@ -161,12 +170,13 @@ class Learner:
             ref.lerp_(live, tau)
 
     def state_dict(self) -> dict:
-        state = {"optimizer": self.optimizer.state_dict()}
+        state = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict()}
         if self.reference is not None:
             state["reference"] = self.reference.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
         if self.reference is not None:
             self.reference.load_state_dict(state["reference"])

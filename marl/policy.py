@@ -37,14 +37,24 @@ class Sampling:
 
 @dataclass
 class Request:
-    """One turn to play. Language models read ``messages``; scripted players and humans read the env."""
+    """One turn to play. Language models read ``messages``; scripted players and humans read the env.
 
-    messages: list[dict[str, str]]  # chat messages: {"role": "system" | "user", "content": …}
+    ``messages`` is a chat (``{"role": "system" | "user", "content": …}`` dicts, rendered with the
+    model's chat template) or a plain string, fed to the model as is: a completion-style prompt for
+    models that have no use for a chat template, such as small ones trained from scratch.
+    """
+
+    messages: list[dict[str, str]] | str
     sampling: Sampling = Sampling()
     adapter: str | None = None  # LoRA member on a shared base; None = the base model
     seed: int = 0  # sampling seed for this turn
     env: Any = None  # the live game, for players that read it directly
     agent: str | None = None  # the seat to move in ``env``
+
+    @property
+    def shown(self) -> str:
+        """What the player is shown this turn: the last message, or the plain prompt."""
+        return self.messages if isinstance(self.messages, str) else self.messages[-1]["content"]
 
 
 @dataclass

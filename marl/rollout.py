@@ -42,7 +42,7 @@ class SeatSpec:
     sampling: Sampling = Sampling()
     adapter: str | None = None
     invalid: InvalidMoves = InvalidMoves()
-    compact: bool = False  # compact prompts: the state without system prompt or rules
+    compact: bool = False  # compact prompts (roles.seat.SeatRole): plain-text state, bare moves
 
 
 @dataclass
@@ -86,7 +86,6 @@ class _Live:
         for seat, who in spec.seats.items():
             if who.mode == "choose" and self.env.move_names is None:
                 raise ValueError(f"{seat}: forced choice needs a game with a move list; {spec.game} takes free text")
-        self.role = SeatRole(spec.game)
         self.rng = np.random.default_rng(spec.seed)
         self.returns = dict.fromkeys(self.env.possible_agents, 0.0)
         self.turns: list[Turn] = []
@@ -119,11 +118,15 @@ class _Live:
         while self.env.agents and (self.env.terminations[self.agent] or self.env.truncations[self.agent]):
             self._step(None)
 
+    @property
+    def role(self) -> SeatRole:
+        """The role of the seat to move, as its player is prompted."""
+        return SeatRole(self.spec.game, self.seat.compact)
+
     def request(self) -> Request:
         observation = self.env.observe(self.agent)["prompt"]
-        role = SeatRole(self.spec.game, self.seat.compact)
         return Request(
-            role.messages(observation), self.seat.sampling, self.seat.adapter,
+            self.role.messages(observation), self.seat.sampling, self.seat.adapter,
             derive_seed(self.spec.seed, len(self.turns)), self.env, self.agent,
         )  # fmt: skip
 
@@ -133,7 +136,7 @@ class _Live:
     def _record(self, request: Request, response: Response, **outcome: Any) -> Turn:
         turn = Turn(
             index=len(self.turns), seat=self.agent, role=self.agent, member=self.seat.member,
-            observation=request.messages[-1]["content"], prompt_ids=response.prompt_ids,
+            observation=request.shown, prompt_ids=response.prompt_ids,
             completion_ids=response.completion_ids, logprobs=response.logprobs, text=response.text,
             attempt=self.attempt, mode=self.seat.mode, **outcome,
         )  # fmt: skip

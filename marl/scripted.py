@@ -60,7 +60,7 @@ class HumanPolicy:
     def act(self, requests: Sequence[Request]) -> list[Response]:
         responses = []
         for r in requests:
-            self.show(r.messages[-1]["content"])
+            self.show(r.shown)
             try:
                 answer = self.ask(f"{r.agent}, your move: ")
             except EOFError:  # input closed: an empty answer, handled like any invalid move

@@ -32,11 +32,12 @@ import torch
 from peft import LoraConfig
 
 import games
+from games import kuhn_analysis
 from games.play import derive_seed
 from marl.advantages import ADVANTAGE_ESTIMATORS, Sample
 from marl.config import TrainConfig
 from marl.episode import Episode, write_jsonl
-from marl.evaluate import kuhn_exploitability, results_against
+from marl.evaluate import kuhn_strategy, results_against
 from marl.hf import HFPolicy
 from marl.learner import Learner, TrainSample
 from marl.models import load_hf, load_smollm2, load_tiny
@@ -74,7 +75,7 @@ class Trainer:
         self.run_dir = Path(run_dir)
         self.policy = load_model(config)
         self.adapter = MEMBER if config.lora.r else None
-        self.learner = Learner(self.policy, config.optim)
+        self.learner = Learner(self.policy, config.optim, updates=config.iterations)
         self.baselines: dict[tuple[str, str], float] = {}
         self.iteration = 0
         self.past: deque[tuple[int, dict[str, torch.Tensor]]] = deque(maxlen=self._past_needed() + 1)
@@ -148,13 +149,20 @@ class Trainer:
         completion_tokens = sum(len(t.completion_ids) for t in turns)
         metrics["perf/rollout_tokens_per_s"] = completion_tokens / max(rollout_time, 1e-9)
         metrics.update(self._rollout_metrics(episodes, samples, advantages))
-        if "kuhn_poker" in self.config.games:
-            metrics["kuhn/exploitability"] = kuhn_exploitability(
-                self.policy, self._strategy_temperature(), self.adapter, self.config.rollout.compact_prompts
-            )
+        metrics.update(self._kuhn_metrics())
         write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
         self.past.append((iteration, _trainable_state(self.policy)))
         return metrics
+
+    def _kuhn_metrics(self) -> dict:
+        """The policy's exact Kuhn strategy and exploitability, when it plays Kuhn poker."""
+        if "kuhn_poker" not in self.config.games:
+            return {}
+        strategy = kuhn_strategy(self.policy, self._strategy_temperature(), self.adapter, self.config.rollout.compact_prompts)
+        return {
+            "kuhn/exploitability": float(kuhn_analysis.exploitability(strategy)),
+            "kuhn/strategy": strategy,  # P(bet or call) per information set: for average policies and plots
+        }
 
     def _strategy_temperature(self) -> float:
         return self.config.rollout.temperature if self.config.mode == "choose" else 1.0
@@ -290,7 +298,7 @@ class Trainer:
                 log.info(
                     "start", kind="start", iteration=0, model=self.config.model, mode=self.config.mode,
                     matches_per_iteration=self.config.rollout.matches, games=self.config.games,
-                    trainable_parameters=sum(p.numel() for p in self.learner.params),
+                    trainable_parameters=sum(p.numel() for p in self.learner.params), **self._kuhn_metrics(),
                 )  # fmt: skip
             for iteration in range(self.iteration + 1, self.config.iterations + 1):
                 metrics = self.step(iteration)

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pettingzoo import AECEnv
 
-from games.core import Parsed
+from games.core import LEGAL_MOVES, Parsed
 
 FAMILY_BRIEFS = {
     "board": "You are an expert board-game player. Play to win.",
@@ -97,16 +97,23 @@ class SeatRole:
     mover), which is what role-conditioned baselines key on."""
 
     game: str
-    compact: bool = False  # state only: no system prompt, no rules (for small models trained from scratch)
+    compact: bool = False  # plain-text state only, bare moves: for small models trained from scratch
 
     @property
     def family(self) -> str:
         return family_of(self.game)
 
-    def messages(self, observation: str) -> list[dict[str, str]]:
-        """System prompt (who you are, how to answer) and the seat's observation as the user turn."""
-        if self.compact:  # the observation is rules, a blank line, then the state: keep the state
-            return [{"role": "user", "content": observation.split("\n\n", 1)[-1]}]
+    def messages(self, observation: str) -> list[dict[str, str]] | str:
+        """System prompt (who you are, how to answer) and the seat's observation as the user turn.
+
+        Compact: the state alone as plain text — no system prompt, rules, chat template or list of
+        legal moves (forced choice offers them as the candidates) — so it ends with the game's
+        last state line (Kuhn poker: the seat's card) and a model trained from scratch decides
+        its move right on it, instead of having to learn to find it through attention first.
+        """
+        if self.compact:  # the observation is rules, a blank line, then the state
+            state = observation.split("\n\n", 1)[-1].splitlines()
+            return "\n".join(line for line in state if not line.startswith(LEGAL_MOVES))
         fmt = TEXTARENA_FORMAT if self.family == "arena" else OUTPUT_FORMAT
         return [
             {"role": "system", "content": f"{FAMILY_BRIEFS[self.family]} {fmt}"},
@@ -115,7 +122,7 @@ class SeatRole:
 
     def format_move(self, move: str) -> str:
         """A move written as the role's output format asks, for forced-choice scoring."""
-        return f"\\boxed{{{move}}}"
+        return move if self.compact else f"\\boxed{{{move}}}"
 
     def parse(self, env: AECEnv, agent: str, text: str) -> Parsed:
         """Model output to a move for ``agent``; never raises."""

@@ -39,3 +39,15 @@ def test_learner_speed_reports_its_ratio():
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["samples"] > 0 and report["tokens_per_s"]["learner"] > 0 and report["tokens_per_s"]["bare"] > 0
     assert "ratio_vs_bare" in report
+
+
+def test_learning_kuhn_reports_both_estimators():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "learning_kuhn.py"), "--quick"], capture_output=True, text=True, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in ("rae", "reinforce"):
+        row = report[name]
+        assert 0 <= row["best"] <= row["final"] and 0 <= row["averaged"] and row["initial"] > 0
+    assert report["rae"]["initial"] == report["reinforce"]["initial"], "same seeds, same initial model"
+    assert "final_ratio_reinforce_over_rae" in report

@@ -62,3 +62,24 @@ def test_properties_of_any_strategy(strategy):
     assert ka.nash_conv(strategy) >= 0
     assert ka.best_response_value(strategy, 0) >= Fraction(-1, 18)
     assert ka.best_response_value(strategy, 1) >= Fraction(1, 18)
+
+
+strategies = st.fixed_dictionaries({k: probabilities for k in ka.INFOSETS})
+
+
+@given(st.lists(strategies, min_size=1, max_size=4), strategies)
+def test_the_average_policy_is_worth_the_mean_of_its_members(members, opponent):
+    """Against any opponent, in either seat: the average policy mixes whole strategies."""
+    avg = ka.average(members)
+    n = len(members)
+    assert ka.first_player_value(ka.combine(avg, opponent)) == sum(
+        ka.first_player_value(ka.combine(s, opponent)) for s in members
+    ) / n
+    assert ka.first_player_value(ka.combine(opponent, avg)) == sum(
+        ka.first_player_value(ka.combine(opponent, s)) for s in members
+    ) / n
+
+
+def test_averaging_equilibria_stays_an_equilibrium():
+    assert ka.exploitability(ka.average([ka.nash(Fraction(0)), ka.nash(Fraction(1, 3))])) == 0
+    assert ka.average([ka.uniform()]) == ka.uniform()

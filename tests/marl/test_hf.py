@@ -140,3 +140,11 @@ def test_sampler_greedy_rows_take_the_argmax():
     out = _Sampler(temperatures, torch.ones(6), seed=1)(torch.zeros((6, 1), dtype=torch.long), logits)
     assert (out == out.amax(dim=-1, keepdim=True)).sum(dim=-1).eq(1).all(), "exactly one token on top per row"
     assert out.argmax(-1)[temperatures == 0].tolist() == logits.argmax(-1)[temperatures == 0].tolist()
+
+
+def test_a_plain_string_prompt_is_encoded_as_is(tiny):
+    chat = tiny.encode([[{"role": "user", "content": "Your card: K"}]])[0]
+    plain = tiny.encode(["Your card: K"])[0]
+    assert tiny.tokenizer.decode(plain) == "Your card: K" and len(plain) < len(chat)
+    (scored,) = tiny.score([Request("Your card: K")], [["bet"]])
+    assert scored[0].prompt_ids == plain

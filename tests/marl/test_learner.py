@@ -62,3 +62,15 @@ def test_kl_to_the_reference_is_zero_before_any_update_and_the_magnet_moves():
     assert stats["loss/kl"] == pytest.approx(0.0, abs=1e-7)  # first epoch: policy == reference
     moved = [not torch.equal(a, b) for a, b in zip(ref_before, learner.reference.parameters())]
     assert any(moved), "the magnet should move towards the updated policy"
+
+
+def test_linear_schedule_decays_to_zero_and_resumes():
+    policy = load_tiny(5)
+    policy.model.requires_grad_(True)
+    samples = samples_for(policy, ["bet", "check"], [1.0, -1.0])
+    learner = Learner(policy, OptimConfig(lr=1e-3, lr_schedule="linear", epochs=1), updates=4)
+    lrs = [learner.update(samples)["optim/lr"] for _ in range(2)]
+    resumed = Learner(policy, OptimConfig(lr=1e-3, lr_schedule="linear", epochs=1), updates=4)
+    resumed.load_state_dict(learner.state_dict())
+    lrs += [resumed.update(samples)["optim/lr"] for _ in range(2)]
+    assert lrs == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])

@@ -68,6 +68,18 @@ def test_every_game_has_a_family_prompt():
     assert family_of("kuhn_poker") == "poker" and family_of("textarena/TicTacToe-v0") == "arena"
 
 
+def test_compact_prompt_is_the_state_as_plain_text_ending_on_the_card():
+    env = games.make("kuhn_poker")
+    env.reset(seed=3)
+    agent = env.agent_selection
+    role = SeatRole("kuhn_poker", compact=True)
+    prompt = role.messages(env.observe(agent)["prompt"])
+    card = env.unwrapped.rules.cards[env.possible_agents.index(agent)]
+    assert isinstance(prompt, str) and prompt.endswith(f"Your card: {card}")
+    assert "legal moves" not in prompt and "Kuhn poker" not in prompt and "\\boxed" not in prompt
+    assert role.format_move("bet") == "bet" and SeatRole("kuhn_poker").format_move("bet") == "\\boxed{bet}"
+
+
 @pytest.mark.parametrize(
     "spec, expected",
     [("forfeit", InvalidMoves("forfeit")), ("retry:2", InvalidMoves("retry", 2)), ("random_legal", InvalidMoves("random_legal"))],
