@@ -133,6 +133,7 @@ def train(
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="Override a config value: KEY=VALUE, e.g. --set optim.lr=1e-3.")
     ] = None,
+    pool: Annotated[str | None, typer.Option(help="Override the config's pool: local or ray.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Self-play training with role-conditioned advantages; writes a run directory."""
@@ -141,7 +142,11 @@ def train(
     try:
         cfg = load_config(
             config if config is not None else resume / "config.toml",
-            [*(overrides or []), *([f"iterations={iterations}"] if iterations is not None else [])],
+            [
+                *(overrides or []),
+                *([f"iterations={iterations}"] if iterations is not None else []),
+                *([f"pool.kind={pool}"] if pool is not None else []),
+            ],
         )
     except ConfigError as err:
         console.print(f"[red]config error:[/red] {escape(str(err))}")

@@ -17,6 +17,7 @@ import games
 from marl.advantages import ADVANTAGE_ESTIMATORS
 from marl.learner import OptimConfig
 from marl.players import MODELS
+from marl.pools import PoolConfig
 from roles.seat import InvalidMoves
 
 
@@ -92,6 +93,7 @@ class TrainConfig(Strict):
     optim: OptimConfig = OptimConfig()
     lora: LoraSettings = LoraSettings()
     eval: EvalConfig = EvalConfig()
+    pool: PoolConfig = PoolConfig()
 
     @field_validator("model")
     @classmethod

@@ -169,6 +169,13 @@ class Learner:
         for ref, live in zip(self.reference.parameters(), self.policy.model.parameters()):
             ref.lerp_(live, tau)
 
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The weights training changes (all of them, or just the LoRA adapter), as a copy."""
+        return {n: p.detach().clone() for n, p in self.policy.model.named_parameters() if p.requires_grad}
+
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        self.policy.model.load_state_dict(weights, strict=False)
+
     def state_dict(self) -> dict:
         state = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict()}
         if self.reference is not None:

@@ -23,6 +23,7 @@ import shutil
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,7 @@ from marl.hf import HFPolicy
 from marl.learner import Learner, TrainSample
 from marl.models import load_hf, load_smollm2, load_tiny
 from marl.policy import Sampling
+from marl.pools import LearnerLost, LocalPool, MatchPlan, Members, RayPool
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.scripted import ScriptedPolicy
 
@@ -64,28 +66,48 @@ def load_model(config: TrainConfig) -> HFPolicy:
     return policy
 
 
-def _trainable_state(policy: HFPolicy) -> dict[str, torch.Tensor]:
-    """The weights that change in training (all of them, or just the adapter)."""
-    return {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
+def trained_seat(config: TrainConfig, policy: HFPolicy) -> SeatSpec:
+    """How the trained policy plays, in training and in evaluation, wherever it runs."""
+    rollout = config.rollout
+    adapter = MEMBER if config.lora.r else None
+    sampling = Sampling(rollout.temperature, rollout.top_p, rollout.max_new_tokens)
+    return SeatSpec(policy, MEMBER, config.mode, sampling, adapter, rollout.invalid_moves, rollout.compact_prompts)
+
+
+def rollout_members(config: TrainConfig) -> Members:
+    """A rollout worker's players: its own copy of the trained model."""
+    return {MEMBER: trained_seat(config, load_model(config))}
+
+
+def remote_learner(config: TrainConfig) -> Learner:
+    """The learner an actor holds: its own copy of the model and optimiser."""
+    return Learner(load_model(config), config.optim, updates=config.iterations)
+
+
+def make_pool(config: TrainConfig, me: SeatSpec) -> LocalPool | RayPool:
+    """The configured pool; ``local`` shares ``me``'s model between engine and learner."""
+    if config.pool.kind == "ray":
+        return RayPool(
+            config.pool, partial(rollout_members, config), config.rollout.concurrency, MEMBER,
+            partial(remote_learner, config),
+        )  # fmt: skip
+    return LocalPool({MEMBER: me}, config.rollout.concurrency, Learner(me.policy, config.optim, updates=config.iterations))
 
 
 class Trainer:
     def __init__(self, config: TrainConfig, run_dir: Path):
         self.config = config
         self.run_dir = Path(run_dir)
-        self.policy = load_model(config)
+        self.policy = load_model(config)  # ray pool: the driver's copy, for evaluation and checkpoints
         self.adapter = MEMBER if config.lora.r else None
-        self.learner = Learner(self.policy, config.optim, updates=config.iterations)
         self.baselines: dict[tuple[str, str], float] = {}
         self.iteration = 0
         self.past: deque[tuple[int, dict[str, torch.Tensor]]] = deque(maxlen=self._past_needed() + 1)
         self.seats = {g: games.make(g).possible_agents for g in config.games}
-        self.sampling = Sampling(config.rollout.temperature, config.rollout.top_p, config.rollout.max_new_tokens)
-        self.engine = RolloutEngine(concurrency=config.rollout.concurrency)
-        self.me = SeatSpec(  # how the trained policy plays, in training and in evaluation
-            self.policy, MEMBER, config.mode, self.sampling, self.adapter, config.rollout.invalid_moves,
-            config.rollout.compact_prompts,
-        )
+        self.me = trained_seat(config, self.policy)
+        self.sampling = self.me.sampling
+        self.engine = RolloutEngine(concurrency=config.rollout.concurrency)  # evaluation matches
+        self.pool = make_pool(config, self.me)
         self._initial: HFPolicy | None = None
 
     # ---- run directory -------------------------------------------------------------------------
@@ -108,7 +130,7 @@ class Trainer:
 
     # ---- one iteration -------------------------------------------------------------------------
 
-    def _matches(self, iteration: int) -> list[MatchSpec]:
+    def _plans(self, iteration: int) -> list[MatchPlan]:
         rng = np.random.default_rng([self.config.seed, iteration])
         names = list(self.config.games)
         weights = np.array([self.config.games[g] for g in names], dtype=float)
@@ -116,7 +138,7 @@ class Trainer:
         for m in range(self.config.rollout.matches):
             game = names[rng.choice(len(names), p=weights / weights.sum())]
             specs.append(
-                MatchSpec(game, derive_seed(self.config.seed, iteration, m), dict.fromkeys(self.seats[game], self.me), f"it{iteration}-m{m}")
+                MatchPlan(game, derive_seed(self.config.seed, iteration, m), dict.fromkeys(self.seats[game], MEMBER), f"it{iteration}-m{m}")
             )
         return specs
 
@@ -131,7 +153,7 @@ class Trainer:
 
     def step(self, iteration: int) -> dict:
         start = time.perf_counter()
-        episodes = self.engine.play(self._matches(iteration))
+        episodes = self.pool.play(self._plans(iteration))
         rollout_time = time.perf_counter() - start
         samples, turns = self._samples(episodes)
         advantages = ADVANTAGE_ESTIMATORS[self.config.advantage.estimator](
@@ -145,14 +167,19 @@ class Trainer:
             )  # fmt: skip
             for t, a in zip(turns, advantages)
         ]
-        metrics = self.learner.update(batch)
+        metrics, weights = self.pool.update(batch)
+        if weights is not None:  # the learner is elsewhere: bring the driver's copy up to date
+            self.policy.model.load_state_dict(weights, strict=False)
         completion_tokens = sum(len(t.completion_ids) for t in turns)
         metrics["perf/rollout_tokens_per_s"] = completion_tokens / max(rollout_time, 1e-9)
         metrics.update(self._rollout_metrics(episodes, samples, advantages))
         metrics.update(self._kuhn_metrics())
         write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
-        self.past.append((iteration, _trainable_state(self.policy)))
+        self.past.append((iteration, self._weights()))
         return metrics
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in self.policy.model.named_parameters() if p.requires_grad}
 
     def _kuhn_metrics(self) -> dict:
         """The policy's exact Kuhn strategy and exploitability, when it plays Kuhn poker."""
@@ -238,8 +265,7 @@ class Trainer:
         staging.mkdir()
         torch.save(
             {
-                "weights": _trainable_state(self.policy),
-                "learner": self.learner.state_dict(),
+                **self.pool.state(),  # weights and learner state
                 "past": list(self.past),
                 "torch_rng": torch.get_rng_state(),
             },
@@ -258,7 +284,8 @@ class Trainer:
         name = (folder / "latest").read_text().strip()
         state = torch.load(folder / name / "state.pt", weights_only=False)
         self.policy.model.load_state_dict(state["weights"], strict=False)
-        self.learner.load_state_dict(state["learner"])
+        self.pool.load_state({"weights": state["weights"], "learner": state["learner"]})
+        self.past.clear()
         self.past.extend(state["past"])
         torch.set_rng_state(state["torch_rng"])
         meta = json.loads((folder / name / "state.json").read_text())
@@ -290,7 +317,7 @@ class Trainer:
             self._drop_after(self.load_checkpoint())
         else:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            _atomic_write(self.run_dir / "config.toml", tomli_w.dumps(self.config.model_dump(mode="json")))
+            _atomic_write(self.run_dir / "config.toml", tomli_w.dumps(self.config.model_dump(mode="json", exclude_none=True)))
         stream, log = self._events()
         metrics: dict = {}
         try:
@@ -298,10 +325,20 @@ class Trainer:
                 log.info(
                     "start", kind="start", iteration=0, model=self.config.model, mode=self.config.mode,
                     matches_per_iteration=self.config.rollout.matches, games=self.config.games,
-                    trainable_parameters=sum(p.numel() for p in self.learner.params), **self._kuhn_metrics(),
+                    trainable_parameters=sum(p.numel() for p in self._weights().values()), **self._kuhn_metrics(),
                 )  # fmt: skip
-            for iteration in range(self.iteration + 1, self.config.iterations + 1):
-                metrics = self.step(iteration)
+            while self.iteration < self.config.iterations:
+                iteration = self.iteration + 1
+                try:
+                    metrics = self.step(iteration)
+                except LearnerLost:  # its actor restarted empty: rewind to the last checkpoint
+                    if not (self.run_dir / "checkpoints" / "latest").exists():
+                        raise
+                    stream.close()  # _drop_after rewrites events.jsonl: log to the new file
+                    self._drop_after(self.load_checkpoint())
+                    stream, log = self._events()
+                    log.warning("learner_lost", kind="learner_lost", iteration=self.iteration)
+                    continue
                 if self.config.eval.every and iteration % self.config.eval.every == 0:
                     metrics.update(self.evaluate(iteration))
                 log.info("iteration", kind="iteration", iteration=iteration, **metrics)
@@ -318,6 +355,7 @@ class Trainer:
             raise
         finally:
             stream.close()
+            self.pool.close()
         return metrics
 
 

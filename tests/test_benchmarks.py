@@ -51,3 +51,13 @@ def test_learning_kuhn_reports_both_estimators():
         assert 0 <= row["best"] <= row["final"] and 0 <= row["averaged"] and row["initial"] > 0
     assert report["rae"]["initial"] == report["reinforce"]["initial"], "same seeds, same initial model"
     assert "final_ratio_reinforce_over_rae" in report
+
+
+def test_pool_overhead_reports_the_ratio_and_break_even():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "pool_overhead.py"), "--quick"], capture_output=True, text=True, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    (row,) = report["sizes"]
+    assert row["matches"] == 16 and row["local_matches_per_s"] > 0 and row["ray_matches_per_s"] > 0
+    assert "ratio_ray_vs_local" in row and "break_even_matches" in report and report["ray_startup_s"] > 0

@@ -188,3 +188,8 @@ def test_kuhn_tiny_learns(tmp_path):
     assert final["kuhn/exploitability"] <= 0.3 * initial, (initial, final["kuhn/exploitability"])
     strategy = final["kuhn/strategy"]
     assert strategy["Kb"] > 0.9 and strategy["Jb"] < 0.1, "calls a bet with the king, folds the jack"
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+def test_every_example_config_loads(path):
+    assert load_config(path).iterations >= 1

@@ -1,0 +1,169 @@
+"""Pools: a local Ray on the CPU (logical GPUs declared with ``num_gpus``) gives the actors the
+declared fractions and bundles, plays the same matches as the in-process pool, and survives a
+rollout worker killed mid-iteration."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from marl.config import load_config
+from marl.pools import LocalPool, MatchPlan, PoolConfig, RayPool, Resources, named_members
+from marl.train import Trainer, remote_learner
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def kuhn_plans(n: int, members=("tiny", "random")) -> list[MatchPlan]:
+    a, b = members
+    return [MatchPlan("kuhn_poker", s, {"player_0": a, "player_1": b if s % 3 else a}, f"m{s}") for s in range(n)]
+
+
+def transcript(episode) -> tuple:
+    return episode.match_id, [(t.seat, t.move, t.choice) for t in episode.turns], episode.rewards
+
+
+def test_actors_get_the_declared_fractions_and_bundles(local_ray):
+    config = PoolConfig(
+        kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5, gpus=0.25), learner=Resources(cpus=0.5, gpus=0.5)
+    )
+    build = partial(named_members, "kuhn_poker", ["random"])
+    learner = partial(remote_learner, load_config(EXAMPLES / "kuhn_tiny.toml"))
+    pool = RayPool(config, build, 8, member="policy", build_learner=learner)
+    try:
+        placed = pool.placements()
+        group = placed["group"]
+        assert group["strategy"] == "PACK" and group["state"] == "CREATED"
+        assert list(group["bundles"].values()) == [{"CPU": 0.5, "GPU": 0.5}, {"CPU": 0.5, "GPU": 0.25}, {"CPU": 0.5, "GPU": 0.25}]
+        actors = placed["actors"]
+        assert actors["learner"]["resources"] == {"CPU": 0.5, "GPU": 0.5}
+        for name in ("rollout_0", "rollout_1"):
+            assert actors[name]["resources"] == {"CPU": 0.5, "GPU": 0.25}
+        assert {a["placement_group"] for a in actors.values()} == {group["placement_group_id"]}
+        assert len({a["pid"] for a in actors.values()}) == 3, "one process per actor"
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("names, mode", [(("random", "nash"), "generate"), (("tiny", "random"), "choose")])
+def test_two_ray_workers_play_the_same_matches_as_the_local_pool(local_ray, names, mode):
+    build = partial(named_members, "kuhn_poker", list(names), mode)
+    plans = kuhn_plans(60, names)
+    pool = RayPool(PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5)), build, 16)
+    try:
+        remote = pool.play(plans)
+    finally:
+        pool.close()
+    local = LocalPool(build(), 16).play(plans)
+    assert [transcript(e) for e in remote] == [transcript(e) for e in local]
+
+
+def test_a_worker_killed_mid_iteration_loses_and_duplicates_nothing(local_ray):
+    build = partial(named_members, "kuhn_poker", ["tiny", "random"], "choose")
+    plans = kuhn_plans(600)
+    pool = RayPool(PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5)), build, 8)
+    try:
+        victim = pool.placements()["actors"]["rollout_0"]["pid"]
+        result: dict = {}
+        playing = threading.Thread(target=lambda: result.update(episodes=pool.play(plans)))
+        playing.start()
+        time.sleep(1.0)  # the shares are being played
+        os.kill(victim, signal.SIGKILL)
+        playing.join(timeout=300)
+        episodes = result["episodes"]
+        assert [e.match_id for e in episodes] == [p.match_id for p in plans], "every match once, in order"
+        assert _pid_once_restarted(pool) != victim, "Ray restarted the worker"
+    finally:
+        pool.close()
+    local = LocalPool(build(), 8).play(plans)
+    assert [transcript(e) for e in episodes] == [transcript(e) for e in local]
+
+
+def _pid_once_restarted(pool) -> int:
+    for _ in range(60):
+        try:
+            return pool.placements()["actors"]["rollout_0"]["pid"]
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(1)
+    raise TimeoutError("rollout_0 did not come back")
+
+
+def test_training_on_a_ray_pool_syncs_weights_and_resumes(local_ray, tmp_path):
+    config = load_config(
+        EXAMPLES / "kuhn_tiny.toml",
+        ["iterations=2", "rollout.matches=16", "eval.every=0", "checkpoint_every=1", "pool.kind=ray",
+         "pool.rollout_workers=2", "pool.rollout.cpus=0.5", "pool.learner.cpus=0.5"],
+    )  # fmt: skip
+    trainer = Trainer(config, tmp_path / "run")
+    metrics = trainer.run()
+    assert metrics["policy/grad_norm"] > 0 and metrics["learner/samples"] > 0
+    assert not ray.util.placement_group_table(trainer.pool.group)["state"] == "CREATED", "the run removed its group"
+    local = Trainer(config.model_copy(update={"pool": PoolConfig()}), tmp_path / "local")
+    local_metrics = local.run()
+    assert metrics["kuhn/exploitability"] == pytest.approx(local_metrics["kuhn/exploitability"], abs=1e-4)
+    resumed = Trainer(config.model_copy(update={"iterations": 3}), tmp_path / "run")
+    resumed.run(resume=True)
+    assert resumed.iteration == 3
+
+
+def _ray_processes() -> set[int]:
+    found = subprocess.run(["pgrep", "-f", "raylet|gcs_server"], capture_output=True, text=True).stdout
+    return {int(pid) for pid in found.split()}
+
+
+def test_ctrl_c_on_a_ray_run_checkpoints_and_leaves_no_ray_processes(tmp_path):
+    before = _ray_processes()
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "coevo.cli", "train", str(EXAMPLES / "kuhn_tiny.toml"), "--pool", "ray",
+               "--set", "rollout.matches=16", "--set", "eval.every=0", "--set", "pool.rollout.cpus=0.5",
+               "--set", "pool.learner.cpus=0.5", "--run-dir", str(run), "--quiet"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    events = run / "events.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and '"kind": "iteration"' not in (events.read_text() if events.exists() else ""):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and (run / "checkpoints" / "latest").exists(), output
+    time.sleep(2)  # Ray's own processes exit shortly after shutdown
+    assert _ray_processes() <= before, "the run's Ray processes are gone"
+
+
+def test_a_lost_learner_rewinds_to_the_last_checkpoint(local_ray, tmp_path):
+    config = load_config(
+        EXAMPLES / "kuhn_tiny.toml",
+        ["iterations=4", "rollout.matches=16", "eval.every=0", "checkpoint_every=2", "pool.kind=ray",
+         "pool.rollout_workers=1", "pool.rollout.cpus=0.5", "pool.learner.cpus=0.5"],
+    )  # fmt: skip
+    trainer = Trainer(config, tmp_path / "run")
+
+    killed = []
+
+    def kill_learner_after(iteration: int, metrics: dict) -> None:
+        if iteration == 3 and not killed:  # after the checkpoint at 2: iteration 3's update is lost
+            killed.append(trainer.pool.placements()["actors"]["learner"]["pid"])
+            os.kill(killed[0], signal.SIGKILL)
+
+    trainer.run(on_iteration=kill_learner_after)
+    records = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records if r["kind"] == "iteration"] == [1, 2, 3, 4]
+    assert [r["iteration"] for r in records if r["kind"] == "learner_lost"] == [2]
+    shards = sorted(p.name for p in (tmp_path / "run" / "episodes").iterdir())
+    assert shards == [f"iter_{i:06d}.jsonl" for i in range(1, 5)]
