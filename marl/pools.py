@@ -184,7 +184,6 @@ class RayPool:
         self.config, self.member = config, member
         self.started_ray = not ray.is_initialized()
         if self.started_ray:
-            os.environ.setdefault("RAY_DEDUP_LOGS", "0")
             ray.init(
                 address=config.address, num_cpus=None if config.address else config.num_cpus,
                 num_gpus=None if config.address else config.num_gpus, include_dashboard=False,
@@ -192,6 +191,7 @@ class RayPool:
             )  # fmt: skip
         learner_bundles = [_bundle(config.learner)] if build_learner is not None else []
         bundles = learner_bundles + [_bundle(config.rollout)] * config.rollout_workers
+        _check_fits(bundles, ray.cluster_resources())
         self.group = placement_group(bundles, strategy=config.strategy)
         ray.get(self.group.ready(), timeout=120)
 
@@ -304,6 +304,18 @@ def _placement() -> dict[str, Any]:
         "resources": context.get_assigned_resources(),
         "placement_group": context.get_placement_group_id(),
     }
+
+
+def _check_fits(bundles: list[dict[str, float]], cluster: dict[str, float]) -> None:
+    """Fail now, naming the shortfall, rather than wait on a placement group that cannot be placed."""
+    for kind in ("CPU", "GPU"):
+        wanted, have = sum(b.get(kind, 0) for b in bundles), cluster.get(kind, 0)
+        if wanted > have:
+            hint = " (on a machine without GPUs, pool.num_gpus declares logical ones)" if kind == "GPU" else ""
+            raise ValueError(
+                f"the pool asks for {wanted:g} {kind} (learner and rollout workers) but Ray has {have:g}; "
+                f"lower [pool] rollout_workers or their resources{hint}"
+            )
 
 
 def _bundle(resources: Resources) -> dict[str, float]:

@@ -31,6 +31,12 @@ def local_ray():
     ray.shutdown()
 
 
+def test_a_pool_that_cannot_fit_says_what_is_short(local_ray):
+    config = PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5, gpus=1))
+    with pytest.raises(ValueError, match="asks for 2 GPU .* Ray has 1"):
+        RayPool(config, partial(named_members, "kuhn_poker", ["random"]), 8)
+
+
 def kuhn_plans(n: int, members=("tiny", "random")) -> list[MatchPlan]:
     a, b = members
     return [MatchPlan("kuhn_poker", s, {"player_0": a, "player_1": b if s % 3 else a}, f"m{s}") for s in range(n)]
