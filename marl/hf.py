@@ -51,16 +51,20 @@ class _Sampler(LogitsProcessor):
 
     The recorded log-prob is log_softmax(logits / T) at the drawn token, before top-p truncation
     (T = 1 for greedy rows), which a forward pass can recompute.
+
+    Each row draws its uniforms from its own seed, so a request's tokens do not depend on which
+    other requests share its batch (given the same logits): a match plays the same wherever and
+    with whatever company it is played.
     """
 
-    def __init__(self, temperatures: torch.Tensor, top_ps: torch.Tensor, seed: int):
+    def __init__(self, temperatures: torch.Tensor, top_ps: torch.Tensor, seeds: Sequence[int], steps: int):
         self.greedy = temperatures == 0  # (B,)
         self.any_greedy = bool(self.greedy.any())
         scale = torch.where(self.greedy, 1.0, temperatures)[:, None]  # (B, 1)
         self.scale = None if bool((scale == 1).all()) else scale
         self.nucleus_rows = ((top_ps < 1) & ~self.greedy).nonzero().squeeze(1)  # (R,)
         self.top_ps = top_ps[self.nucleus_rows][:, None]  # (R, 1)
-        self.generator = torch.Generator().manual_seed(seed)
+        self.uniforms = torch.stack([torch.rand(steps, generator=torch.Generator().manual_seed(s)) for s in seeds])  # (B, T)
         self.steps: list[torch.Tensor] = []  # T × (B,) log-probs of the drawn tokens
 
     def _truncate_to_nucleus(self, weights: torch.Tensor) -> None:
@@ -82,7 +86,8 @@ class _Sampler(LogitsProcessor):
         cdf = weights.cumsum_(dim=-1)  # (B, V), in place
         if log_norm is None:
             log_norm = top + cdf[:, -1:].log()  # the cumulative sum ends at the normaliser
-        u = torch.rand((len(cdf), 1), generator=self.generator).clamp_(min=1e-12) * cdf[:, -1:]  # (B, 1)
+        t = len(self.steps)
+        u = self.uniforms[:, t : t + 1].clamp(min=1e-12) * cdf[:, -1:]  # (B, 1)
         chosen = torch.searchsorted(cdf, u).clamp_(max=cdf.shape[1] - 1)  # (B, 1): first index with cdf >= u
         if self.any_greedy:
             chosen = torch.where(self.greedy[:, None], scaled.argmax(dim=-1, keepdim=True), chosen)
@@ -178,12 +183,13 @@ class HFPolicy:
         batch = self._prepare(prompts, 1, [r.adapter for r in requests])
         temperatures = torch.tensor([r.sampling.temperature for r in requests], dtype=torch.float32)
         top_ps = torch.tensor([r.sampling.top_p for r in requests], dtype=torch.float32)
-        sampler = _Sampler(temperatures, top_ps, seed=hash(tuple(r.seed for r in requests)) % 2**63)
+        steps = max(r.sampling.max_new_tokens for r in requests)
+        sampler = _Sampler(temperatures, top_ps, [r.seed % 2**63 for r in requests], steps)
         out = self.model.generate(
             input_ids=batch.ids,
             attention_mask=batch.mask,
             **({"cache": batch.cache} if batch.cache is not None else {}),
-            max_new_tokens=max(r.sampling.max_new_tokens for r in requests),
+            max_new_tokens=steps,
             do_sample=False,  # the _Sampler has already drawn each token
             top_k=None,
             top_p=None,

@@ -60,6 +60,14 @@ def test_sampling_is_reproducible_per_seed(tiny):
     assert [r.completion_ids for r in a] == [r.completion_ids for r in b]
 
 
+def test_a_sampled_turn_does_not_depend_on_its_batch(tiny):
+    """Each request draws from its own seed: alone or among others, the same completion."""
+    alone = tiny.act([request(PROMPTS[1], Sampling(1.0, 1.0, 12), seed=3)])[0]
+    together = tiny.act([request(p, Sampling(1.0, 1.0, 12), seed=s) for s, p in zip([9, 3, 5], PROMPTS)])[1]
+    assert together.completion_ids == alone.completion_ids
+    assert together.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+
+
 def test_per_request_sampling_settings(tiny):
     short, long = tiny.act([request("Hi", Sampling(0, 1, 3)), request("Hi", Sampling(0, 1, 9))])
     assert (len(short.completion_ids), short.finish_reason) == (3, "length")
@@ -123,7 +131,7 @@ def test_sampler_draws_from_the_tempered_nucleus():
     # restricted to the top-p nucleus, within 5 standard errors.
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0]).repeat(4000, 1)  # (B, V)
     temperature, top_p = 0.5, 0.95  # keeps tokens 0-2: 0.83, 0.11, 0.04 before renormalising
-    sampler = _Sampler(torch.full((4000,), temperature), torch.full((4000,), top_p), seed=0)
+    sampler = _Sampler(torch.full((4000,), temperature), torch.full((4000,), top_p), range(4000), steps=1)
     chosen = sampler(torch.zeros((4000, 1), dtype=torch.long), logits).argmax(dim=-1)  # (B,)
     probs = torch.softmax(logits[0] / temperature, dim=-1)
     keep = (probs.cumsum(0) - probs) < top_p  # the smallest prefix (sorted already) reaching top_p
@@ -137,7 +145,7 @@ def test_sampler_draws_from_the_tempered_nucleus():
 def test_sampler_greedy_rows_take_the_argmax():
     logits = torch.randn(6, 50)
     temperatures = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
-    out = _Sampler(temperatures, torch.ones(6), seed=1)(torch.zeros((6, 1), dtype=torch.long), logits)
+    out = _Sampler(temperatures, torch.ones(6), range(6), steps=1)(torch.zeros((6, 1), dtype=torch.long), logits)
     assert (out == out.amax(dim=-1, keepdim=True)).sum(dim=-1).eq(1).all(), "exactly one token on top per row"
     assert out.argmax(-1)[temperatures == 0].tolist() == logits.argmax(-1)[temperatures == 0].tolist()
 
