@@ -50,6 +50,11 @@ class OptimConfig(BaseModel):
     )
 
 
+def trainable_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The weights training changes (all of them, or just the LoRA adapter), as a copy."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
 @dataclass
 class TrainSample:
     """One turn to learn from. A forced-choice turn also carries every candidate it chose among:
@@ -170,19 +175,22 @@ class Learner:
             ref.lerp_(live, tau)
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """The weights training changes (all of them, or just the LoRA adapter), as a copy."""
-        return {n: p.detach().clone() for n, p in self.policy.model.named_parameters() if p.requires_grad}
+        return trainable_weights(self.policy.model)
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
         self.policy.model.load_state_dict(weights, strict=False)
 
     def state_dict(self) -> dict:
-        state = {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict()}
+        """Everything to resume from: the trained weights, optimiser, schedule and magnet."""
+        state = {
+            "weights": self.weights(), "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict()
+        }
         if self.reference is not None:
             state["reference"] = self.reference.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        self.load_weights(state["weights"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         if self.reference is not None:

@@ -126,11 +126,10 @@ class LearnerWorker:
         return self.learner.weights()
 
     def state(self) -> dict:
-        return {"weights": self.learner.weights(), "learner": self.learner.state_dict()}
+        return self.learner.state_dict()
 
     def load_state(self, state: dict) -> None:
-        self.learner.load_weights(state["weights"])
-        self.learner.load_state_dict(state["learner"])
+        self.learner.load_state_dict(state)
 
     def placement(self) -> dict[str, Any]:
         return _placement()
@@ -152,11 +151,10 @@ class LocalPool:
         return self.learner.update(samples), None
 
     def state(self) -> dict:
-        return {"weights": self.learner.weights(), "learner": self.learner.state_dict()}
+        return self.learner.state_dict()
 
     def load_state(self, state: dict) -> None:
-        self.learner.load_weights(state["weights"])
-        self.learner.load_state_dict(state["learner"])
+        self.learner.load_state_dict(state)
 
     def close(self) -> None:
         pass

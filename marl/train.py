@@ -40,7 +40,7 @@ from marl.config import TrainConfig
 from marl.episode import Episode, write_jsonl
 from marl.evaluate import kuhn_strategy, results_against
 from marl.hf import HFPolicy
-from marl.learner import Learner, TrainSample
+from marl.learner import Learner, TrainSample, trainable_weights
 from marl.models import load_hf, load_smollm2, load_tiny
 from marl.policy import Sampling
 from marl.pools import LearnerLost, LocalPool, MatchPlan, Members, RayPool
@@ -99,13 +99,12 @@ class Trainer:
         self.config = config
         self.run_dir = Path(run_dir)
         self.policy = load_model(config)  # ray pool: the driver's copy, for evaluation and checkpoints
-        self.adapter = MEMBER if config.lora.r else None
         self.baselines: dict[tuple[str, str], float] = {}
         self.iteration = 0
         self.past: deque[tuple[int, dict[str, torch.Tensor]]] = deque(maxlen=self._past_needed() + 1)
         self.seats = {g: games.make(g).possible_agents for g in config.games}
         self.me = trained_seat(config, self.policy)
-        self.sampling = self.me.sampling
+        self.adapter, self.sampling = self.me.adapter, self.me.sampling
         self.engine = RolloutEngine(concurrency=config.rollout.concurrency)  # evaluation matches
         self.pool = make_pool(config, self.me)
         self._initial: HFPolicy | None = None
@@ -175,11 +174,8 @@ class Trainer:
         metrics.update(self._rollout_metrics(episodes, samples, advantages))
         metrics.update(self._kuhn_metrics())
         write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
-        self.past.append((iteration, self._weights()))
+        self.past.append((iteration, trainable_weights(self.policy.model)))
         return metrics
-
-    def _weights(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in self.policy.model.named_parameters() if p.requires_grad}
 
     def _kuhn_metrics(self) -> dict:
         """The policy's exact Kuhn strategy and exploitability, when it plays Kuhn poker."""
@@ -265,7 +261,7 @@ class Trainer:
         staging.mkdir()
         torch.save(
             {
-                **self.pool.state(),  # weights and learner state
+                "learner": self.pool.state(),  # weights, optimiser, schedule, magnet
                 "past": list(self.past),
                 "torch_rng": torch.get_rng_state(),
             },
@@ -283,8 +279,8 @@ class Trainer:
         folder = self.run_dir / "checkpoints"
         name = (folder / "latest").read_text().strip()
         state = torch.load(folder / name / "state.pt", weights_only=False)
-        self.policy.model.load_state_dict(state["weights"], strict=False)
-        self.pool.load_state({"weights": state["weights"], "learner": state["learner"]})
+        self.policy.model.load_state_dict(state["learner"]["weights"], strict=False)
+        self.pool.load_state(state["learner"])
         self.past.clear()
         self.past.extend(state["past"])
         torch.set_rng_state(state["torch_rng"])
@@ -325,7 +321,7 @@ class Trainer:
                 log.info(
                     "start", kind="start", iteration=0, model=self.config.model, mode=self.config.mode,
                     matches_per_iteration=self.config.rollout.matches, games=self.config.games,
-                    trainable_parameters=sum(p.numel() for p in self._weights().values()), **self._kuhn_metrics(),
+                    trainable_parameters=sum(p.numel() for p in trainable_weights(self.policy.model).values()), **self._kuhn_metrics(),
                 )  # fmt: skip
             while self.iteration < self.config.iterations:
                 iteration = self.iteration + 1
