@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -167,9 +169,20 @@ def train(
     ) as progress:  # fmt: skip
         task = progress.add_task("", total=cfg.iterations, completed=0)
 
+        stop = threading.Event()
+
+        def request_stop(signum, frame) -> None:
+            """First Ctrl-C: finish the iteration, checkpoint, shut down. A second one stops at once."""
+            stop.set()
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            console.print("stopping after this iteration (Ctrl-C again to stop now)")
+
         def show(iteration: int, metrics: dict) -> None:
             progress.update(task, completed=iteration, description=_headline(metrics))
+            if stop.is_set():
+                raise KeyboardInterrupt  # here, between iterations, never inside a Ray or torch call
 
+        signal.signal(signal.SIGINT, request_stop)
         final = trainer.run(resume=resume is not None, on_iteration=show)
     console.print(f"done: {_headline(final)}")
     console.print(f"run directory: {folder}   metrics: {folder / 'events.jsonl'}")
