@@ -16,11 +16,14 @@ from rich.table import Table
 
 import games
 from coevo.transcript import TranscriptPrinter
-from marl.config import ConfigError, load_config
+from marl.config import ConfigError
 from marl.players import is_model, make_player
 from marl.policy import Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.train import Trainer
+from populations.config import load_run_config
+from populations.sweep import expand, load_sweep, run_sweep
+from populations.train import PopulationTrainer
 from populations.tournament import round_robin, standings
 from roles.seat import InvalidMoves
 
@@ -138,11 +141,12 @@ def train(
     pool: Annotated[str | None, typer.Option(help="Override the config's pool: local or ray.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
-    """Self-play training with role-conditioned advantages; writes a run directory."""
+    """Self-play training with role-conditioned advantages, of one policy or (with [population])
+    of a population; writes a run directory."""
     if (config is None) == (resume is None):
         raise typer.BadParameter("give a CONFIG to start a run, or --resume RUN_DIR to continue one")
     try:
-        cfg = load_config(
+        cfg = load_run_config(
             config if config is not None else resume / "config.toml",
             [
                 *(overrides or []),
@@ -161,7 +165,7 @@ def train(
         folder = run_dir or Path("runs") / f"{config.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         if folder.exists() and any(folder.iterdir()):
             raise typer.BadParameter(f"{folder} already holds a run; use --resume {folder} or another --run-dir")
-    trainer = Trainer(cfg, folder)
+    trainer = (Trainer if cfg.population is None else PopulationTrainer)(cfg, folder)
     console.print(f"run directory: {folder}   metrics: {folder / 'events.jsonl'}")
     with Progress(
         TextColumn("[bold]iteration {task.completed}/{task.total}"), BarColumn(), TimeRemainingColumn(),
@@ -188,8 +192,36 @@ def train(
     console.print(f"run directory: {folder}   metrics: {folder / 'events.jsonl'}")
 
 
+@app.command()
+def sweep(
+    spec: Annotated[Path, typer.Argument(help="Sweep TOML, e.g. examples/sweep_kuhn_population.toml.")],
+    out: Annotated[Path | None, typer.Option(help="Where the runs and results go (default runs/<sweep name>).")] = None,
+) -> None:
+    """Expand a grid or list of settings into training runs, run them in parallel, and write one
+    results table (results.csv and results.parquet). Run it again to finish an interrupted sweep."""
+    folder = out or Path("runs") / spec.stem
+    try:
+        total = len(expand(load_sweep(spec)))
+    except ConfigError as err:
+        console.print(f"[red]config error:[/red] {escape(str(err))}")
+        raise typer.Exit(2) from None
+    with Progress(TextColumn("[bold]runs {task.completed}/{task.total}"), BarColumn(), TimeRemainingColumn(), console=console) as bar:
+        task = bar.add_task("", total=total)
+        table = run_sweep(spec, folder, on_done=lambda name: bar.advance(task))
+        bar.update(task, completed=total)
+    failed = table[table.status != "done"]
+    console.print(f"{len(table) - len(failed)}/{len(table)} runs done; results: {folder / 'results.csv'} and results.parquet")
+    for _, row in failed.iterrows():
+        console.print(f"[red]{row.run}[/red]: {row.status}")
+    if len(failed):
+        raise typer.Exit(1)
+
+
 def _headline(metrics: dict) -> str:
-    keys = {"kuhn/exploitability": "exploitability", "rollout/invalid_rate": "invalid", "policy/grad_norm": "grad"}
+    keys = {
+        "kuhn/exploitability": "exploitability", "kuhn/population_exploitability": "population exploitability",
+        "rollout/invalid_rate": "invalid", "policy/grad_norm": "grad",
+    }  # fmt: skip
     return "  ".join(f"{label} {metrics[k]:.3f}" for k, label in keys.items() if k in metrics)
 
 

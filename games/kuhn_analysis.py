@@ -76,19 +76,24 @@ def exploitability(strategy: Strategy) -> Real:
     return nash_conv(strategy) / 2
 
 
-def average(strategies: Sequence[Strategy]) -> dict[str, Real]:
-    """The average policy of several strategies: play as one of them drawn uniformly for the whole
-    hand. Per information set that is each strategy's move probability weighted by how often the
-    seat's own earlier moves reach it (only the first seat's check-then-call sets depend on an
-    earlier move), so its value against any opponent is the mean of theirs — the average that
-    self-play's convergence results are about, unlike the plain mean of behaviour probabilities.
+def average(strategies: Sequence[Strategy], weights: Sequence[Real] | None = None) -> dict[str, Real]:
+    """The mixture of several strategies: play as one of them, drawn with ``weights`` (uniform when
+    omitted) for the whole hand. Per information set that is each strategy's move probability
+    weighted by its mixture weight times how often the seat's own earlier moves reach it (only the
+    first seat's check-then-call sets depend on an earlier move), so its value against any opponent
+    is the weighted mean of theirs — the average that self-play's convergence results and PSRO's
+    meta-strategies are about, unlike the plain mean of behaviour probabilities.
     """
     if not strategies:
         raise ValueError("average of no strategies")
+    if weights is None:
+        weights = [1] * len(strategies)
+    if len(weights) != len(strategies) or any(w < 0 for w in weights) or not sum(weights):
+        raise ValueError(f"need one non-negative weight per strategy, not all zero; got {list(weights)}")
     out: dict[str, Real] = {}
     for key in INFOSETS:
-        reach = [1 - s[key[0]] if key.endswith("cb") else 1 for s in strategies]
-        total = sum(reach, Fraction(0))  # exact unless the strategies hold floats
+        reach = [w * (1 - s[key[0]]) if key.endswith("cb") else w for w, s in zip(weights, strategies)]
+        total = sum(reach, Fraction(0))  # exact unless the strategies or weights hold floats
         out[key] = sum(r * s[key] for r, s in zip(reach, strategies)) / total if total else strategies[-1][key]
     return out
 

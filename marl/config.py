@@ -161,15 +161,15 @@ def _override(data: dict, item: str) -> dict:
     return _merge(data, value)
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
+def load_config(path: str | Path, overrides: Sequence[str] = (), schema: type[TrainConfig] = TrainConfig) -> TrainConfig:
     """Read and validate a TOML config (and any it ``extends``), then ``overrides`` as KEY=VALUE;
-    ``ConfigError`` (one line) on any problem."""
+    ``ConfigError`` (one line) on any problem. ``schema`` may extend ``TrainConfig`` (populations do)."""
     path = Path(path)
     data = _read(path)
     for item in overrides:
         data = _override(data, item)
     try:
-        return TrainConfig.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"

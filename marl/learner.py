@@ -174,6 +174,16 @@ class Learner:
         for ref, live in zip(self.reference.parameters(), self.policy.model.parameters()):
             ref.lerp_(live, tau)
 
+    def set_hparams(self, values: dict[str, float]) -> None:
+        """Change optimisation settings mid-run (PBT's explore); a new ``lr`` keeps the schedule's
+        progress: the rate becomes lr × the schedule's current factor."""
+        self.config = self.config.model_copy(update=values)
+        if "lr" in values:
+            self.schedule.base_lrs = [values["lr"]] * len(self.optimizer.param_groups)
+            factors = [fn(self.schedule.last_epoch) for fn in self.schedule.lr_lambdas]
+            for group, base, factor in zip(self.optimizer.param_groups, self.schedule.base_lrs, factors):
+                group["lr"] = base * factor
+
     def weights(self) -> dict[str, torch.Tensor]:
         return trainable_weights(self.policy.model)
 

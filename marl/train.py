@@ -141,11 +141,13 @@ class Trainer:
             )
         return specs
 
-    def _samples(self, episodes: list[Episode]) -> tuple[list[Sample], list]:
+    @staticmethod
+    def _samples(episodes: list[Episode], member: str = MEMBER) -> tuple[list[Sample], list]:
+        """``member``'s turns to learn from: never another member's (a frozen opponent's) turns."""
         samples, turns = [], []
         for ep in episodes:
             for t in ep.turns:
-                if t.member == MEMBER and t.completion_ids:
+                if t.member == member and t.completion_ids:
                     samples.append(Sample(ep.match_id, (ep.game, t.role), ep.rewards[t.seat], group=ep.game))
                     turns.append(t)
         return samples, turns
@@ -190,13 +192,18 @@ class Trainer:
     def _strategy_temperature(self) -> float:
         return self.config.rollout.temperature if self.config.mode == "choose" else 1.0
 
-    def _rollout_metrics(self, episodes: list[Episode], samples: list[Sample], advantages: np.ndarray) -> dict:
+    def _rollout_metrics(
+        self, episodes: list[Episode], samples: list[Sample], advantages: np.ndarray, member: str = MEMBER,
+        baselines: dict | None = None,
+    ) -> dict:  # fmt: skip
+        """Per game and seat, over the matches ``member`` played that seat in."""
+        baselines = self.baselines if baselines is None else baselines
         out: dict[str, float] = {}
         for game in self.config.games:
-            eps = [e for e in episodes if e.game == game]
             for role in self.seats[game]:
+                eps = [e for e in episodes if e.game == game and e.members[role] == member]
                 prefix = f"{game}/{role}"
-                turns = [t for e in eps for t in e.turns if t.role == role and t.member == MEMBER]
+                turns = [t for e in eps for t in e.turns if t.role == role and t.member == member]
                 rets = [e.rewards[role] for e in eps]
                 others = [max(r for s, r in e.rewards.items() if s != role) for e in eps]
                 if rets:
@@ -206,7 +213,7 @@ class Trainer:
                 if turns:
                     out[f"{prefix}/invalid_rate"] = float(np.mean([not t.valid for t in turns]))
                     out[f"{prefix}/response_tokens"] = float(np.mean([len(t.completion_ids) for t in turns]))
-                out[f"{prefix}/baseline"] = self.baselines.get((game, role), 0.0)
+                out[f"{prefix}/baseline"] = baselines.get((game, role), 0.0)
                 adv = [a for s, a in zip(samples, advantages) if s.key == (game, role)]
                 if adv:
                     out[f"{prefix}/adv_mean"], out[f"{prefix}/adv_std"] = float(np.mean(adv)), float(np.std(adv))
@@ -259,35 +266,35 @@ class Trainer:
         staging = folder / f".staging-{iteration:06d}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        torch.save(
-            {
-                "learner": self.pool.state(),  # weights, optimiser, schedule, magnet
-                "past": list(self.past),
-                "torch_rng": torch.get_rng_state(),
-            },
-            staging / "state.pt",
-        )
-        (staging / "state.json").write_text(
-            json.dumps({"iteration": iteration, "baselines": [[g, r, b] for (g, r), b in self.baselines.items()]})
-        )
+        tensors, meta = self._checkpoint_state()
+        torch.save({**tensors, "torch_rng": torch.get_rng_state()}, staging / "state.pt")
+        (staging / "state.json").write_text(json.dumps({"iteration": iteration, **meta}))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(staging, final)
         _atomic_write(folder / "latest", final.name)
         return final
 
+    def _checkpoint_state(self) -> tuple[dict, dict]:
+        """What a checkpoint holds: tensors (``state.pt``) and JSON (``state.json``)."""
+        tensors = {"learner": self.pool.state(), "past": list(self.past)}  # learner: weights, optimiser, schedule, magnet
+        return tensors, {"baselines": _pairs(self.baselines)}
+
     def load_checkpoint(self) -> int:
         folder = self.run_dir / "checkpoints"
         name = (folder / "latest").read_text().strip()
         state = torch.load(folder / name / "state.pt", weights_only=False)
-        self.policy.model.load_state_dict(state["learner"]["weights"], strict=False)
-        self.pool.load_state(state["learner"])
-        self.past.clear()
-        self.past.extend(state["past"])
-        torch.set_rng_state(state["torch_rng"])
         meta = json.loads((folder / name / "state.json").read_text())
-        self.baselines = {(g, r): b for g, r, b in meta["baselines"]}
+        torch.set_rng_state(state["torch_rng"])
+        self._restore(state, meta)
         self.iteration = meta["iteration"]
         return self.iteration
+
+    def _restore(self, tensors: dict, meta: dict) -> None:
+        self.policy.model.load_state_dict(tensors["learner"]["weights"], strict=False)
+        self.pool.load_state(tensors["learner"])
+        self.past.clear()
+        self.past.extend(tensors["past"])
+        self.baselines = _unpairs(meta["baselines"])
 
     def _drop_after(self, iteration: int) -> None:
         """Forget events and episode shards newer than the checkpoint we resume from."""
@@ -353,6 +360,15 @@ class Trainer:
             stream.close()
             self.pool.close()
         return metrics
+
+
+def _pairs(baselines: dict[tuple[str, str], float]) -> list:
+    """RAE baselines as JSON: [game, role, value] rows."""
+    return [[g, r, b] for (g, r), b in baselines.items()]
+
+
+def _unpairs(rows: list) -> dict[tuple[str, str], float]:
+    return {(g, r): b for g, r, b in rows}
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -80,6 +80,20 @@ def test_the_average_policy_is_worth_the_mean_of_its_members(members, opponent):
     ) / n
 
 
+@given(st.lists(st.tuples(strategies, st.fractions(0, 5)), min_size=1, max_size=4), strategies)
+def test_a_weighted_mixture_is_worth_the_weighted_mean_of_its_members(weighted, opponent):
+    """A meta-strategy mixture (PSRO's Nash over the population) is exact too."""
+    members, weights = [s for s, _ in weighted], [w for _, w in weighted]
+    if not sum(weights):
+        with pytest.raises(ValueError, match="weight"):
+            ka.average(members, weights)
+        return
+    mix, total = ka.average(members, weights), sum(weights)
+    for seat_value in (lambda s: ka.combine(s, opponent), lambda s: ka.combine(opponent, s)):
+        expected = sum(w * ka.first_player_value(seat_value(s)) for s, w in weighted) / total
+        assert ka.first_player_value(seat_value(mix)) == expected
+
+
 def test_averaging_equilibria_stays_an_equilibrium():
     assert ka.exploitability(ka.average([ka.nash(Fraction(0)), ka.nash(Fraction(1, 3))])) == 0
     assert ka.average([ka.uniform()]) == ka.uniform()

@@ -1,0 +1,101 @@
+"""Matchmakers: for a learning member, whom to play next.
+
+Every matchmaker answers one question, ``opponent(population, learner, rng) -> name``; the name is
+a live member (possibly the learner itself) or a frozen snapshot. They are chosen by name in the
+config (``population.matchmaker``):
+
+- ``self_play``: the learner's latest self against itself (SPIRAL).
+- ``fictitious``: uniform over every past snapshot (fictitious self-play as an opponent sampler,
+  Heinrich et al. 2015): the learner best-responds to the average of its history.
+- ``pfsp``: prioritised fictitious self-play (AlphaStar): snapshot B is drawn with probability
+  ``f(P[learner beats B]) / Σ_C f(P[learner beats C])`` under one of AlphaStar's weightings
+  (``PFSP_WEIGHTINGS``), so hard opponents are met more often; an untried one counts as x = ½.
+- ``skill``: rating-matched play: OpenSkill predicts each candidate's win probability against the
+  learner and the closest to ½ are preferred (the FTW/TrueSkill "match quality" idea).
+- ``psro``: opponents drawn from the meta-strategy — the meta-solver's mixture over the frozen
+  population given the empirical payoff matrix — so the learner trains as a best response to it
+  and its snapshots are the new policies PSRO adds (Lanctot et al. 2017).
+- ``league``: AlphaStar's league (``populations.league``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from populations.population import Population
+
+PFSP_WEIGHTINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "hard": lambda x: (1 - x) ** 2,  # f_hard with p = 2: focus on the opponents the learner loses to
+    "squared": lambda x: (1 - x) ** 2,  # AlphaStar pseudocode's name for the same
+    "variance": lambda x: x * (1 - x),  # f_var: opponents of about equal strength, a curriculum
+    "linear": lambda x: 1 - x,
+    "linear_capped": lambda x: np.minimum(0.5, 1 - x),  # league exploiters: never ignore easy ones entirely
+}
+
+
+def pfsp_weights(win_rates: Sequence[float], weighting: str = "squared") -> np.ndarray:
+    """Selection probabilities; uniform when every weight is (near) zero, as in AlphaStar."""
+    x = np.asarray(win_rates, dtype=float)
+    if weighting not in PFSP_WEIGHTINGS:
+        raise ValueError(f"unknown PFSP weighting {weighting!r}; choose from {', '.join(PFSP_WEIGHTINGS)}")
+    weights = PFSP_WEIGHTINGS[weighting](x)
+    total = weights.sum()
+    if total < 1e-10:
+        return np.full(len(x), 1 / len(x))
+    return weights / total
+
+
+def pfsp_choice(pop: Population, learner: str, candidates: Sequence[str], weighting: str, rng: np.random.Generator) -> str:
+    rates = [pop.payoffs.win_rate(learner, c) for c in candidates]
+    return candidates[rng.choice(len(candidates), p=pfsp_weights(rates, weighting))]
+
+
+class Matchmaker(Protocol):
+    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str: ...
+
+
+class SelfPlay:
+    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+        return learner
+
+
+class Fictitious:
+    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+        past = pop.snapshot_names()
+        return past[rng.integers(len(past))] if past else learner
+
+
+class PFSP:
+    def __init__(self, weighting: str = "squared"):
+        pfsp_weights([0.5], weighting)  # an unknown weighting fails now, not mid-run
+        self.weighting = weighting
+
+    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+        past = pop.snapshot_names()
+        return pfsp_choice(pop, learner, past, self.weighting, rng) if past else learner
+
+
+class Skill:
+    """Prefer opponents OpenSkill expects to be even with the learner: weight ∝ (1 − 2|p − ½|)²."""
+
+    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+        candidates = [n for n in (*pop.snapshot_names(), *pop.members) if n != learner]
+        if not candidates:
+            return learner
+        p = np.array([pop.skill.predict_win(learner, c) for c in candidates])
+        weights = (1 - 2 * np.abs(p - 0.5)) ** 2 + 1e-6
+        return candidates[rng.choice(len(candidates), p=weights / weights.sum())]
+
+
+class PSRO:
+    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+        mixture = pop.meta_strategy()
+        if not mixture:
+            return learner
+        names = list(mixture)
+        p = np.array([mixture[n] for n in names])
+        return names[rng.choice(len(names), p=p / p.sum())]

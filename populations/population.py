@@ -1,0 +1,248 @@
+"""A population: its members, their frozen snapshots, lineage, ratings and payoffs, and who plays
+whom next. Pure bookkeeping — no model is touched here, so it is the same for scripted players
+and LLMs, cheap enough for hundreds of members, and fully checkpointable as JSON.
+
+- A **member** is a live player of one role: a model being trained (``trainable``) with its
+  hyper-parameters, or a fixed one (a scripted player named in ``population.opponents``).
+- A **snapshot** (``m0@10``) is a member frozen after an iteration; snapshots are the historical
+  players fictitious play, PFSP, PSRO and the league sample from. The trainer keeps their weights.
+- The **lineage** (``populations.lineage``) records where each came from.
+- Every finished match updates the payoff table (per seat pair), online Elo and OpenSkill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from games.play import derive_seed
+from marl.episode import Episode
+from marl.pools import MatchPlan
+from populations.config import PopulationConfig
+from populations.league import KINDS, League
+from populations.lineage import Lineage
+from populations.matchmaking import PFSP, PSRO, Fictitious, Matchmaker, SelfPlay, Skill
+from populations.metagame import meta_strategy
+from populations.ratings import Elo, OpenSkill, PayoffTable, uncertain_pairs
+
+EVAL_SALT = 7919  # evaluation matches draw their seeds apart from training matches
+
+
+@dataclass
+class Member:
+    name: str
+    player: str  # the model (tiny, smollm2-135m, hf:…) or scripted player it is
+    kind: str = "main"  # main | main_exploiter | league_exploiter | fixed
+    trainable: bool = True
+    hparams: dict[str, float] = field(default_factory=dict)  # what PBT tunes (optim.<name>)
+    matches_since_snapshot: int = 0  # the league's checkpoint clock
+
+
+@dataclass
+class Snapshot:
+    name: str
+    member: str
+    kind: str
+    player: str
+    iteration: int
+    strategy: dict[str, float] | None = None  # its exact Kuhn strategy, when the game is Kuhn poker
+
+
+def make_matchmaker(config: PopulationConfig) -> Matchmaker | League:
+    makers = {
+        "self_play": SelfPlay, "fictitious": Fictitious, "skill": Skill, "psro": PSRO,
+        "pfsp": lambda: PFSP(config.pfsp_weighting), "league": lambda: League(config.league),
+    }  # fmt: skip
+    return makers[config.matchmaker]()
+
+
+class Population:
+    def __init__(self, config: PopulationConfig, player: str, hparams: dict[str, float], seed: int = 0):
+        self.config, self.seed = config, seed
+        self.matchmaker = make_matchmaker(config)
+        self.members: dict[str, Member] = {}
+        self.snapshots: dict[str, Snapshot] = {}
+        self.lineage = Lineage()
+        self.elo = Elo(k=config.elo_k)
+        self.skill = OpenSkill()
+        self.payoffs = PayoffTable(decay=config.payoff_decay)
+        self._meta: dict[str, float] = {}
+        for name, kind in self._trainable_names():
+            self.add(Member(name, player, kind, True, dict(hparams)))
+        for name in config.opponents:
+            self.add(Member(name, name, "fixed", False))
+
+    def _trainable_names(self) -> list[tuple[str, str]]:
+        if self.config.matchmaker == "league":
+            counts = self.config.league.main_agents, self.config.league.main_exploiters, self.config.league.league_exploiters
+            return [(f"{kind}_{i}", kind) for kind, n in zip(KINDS, counts) for i in range(n)]
+        return [(f"m{i}", "main") for i in range(self.config.size)]
+
+    def add(self, member: Member) -> None:
+        if member.name in self.members or member.name in self.snapshots:
+            raise ValueError(f"the population already has {member.name!r}")
+        self.members[member.name] = member
+        self.lineage.add(member.name, kind=member.kind, player=member.player, trainable=member.trainable, hparams=member.hparams)
+        self.elo.add(member.name)
+        self.skill.add(member.name)
+
+    # ---- who is who ----------------------------------------------------------------------------
+
+    def learners(self) -> list[str]:
+        """Members that seek matches: the trainable ones, or every member when none trains (a
+        population of fixed players, e.g. to rate scripted players)."""
+        trainable = [n for n, m in self.members.items() if m.trainable]
+        return trainable or list(self.members)
+
+    def snapshot_names(self, member: str | None = None, kind: str | None = None) -> list[str]:
+        """Historical players, oldest first, optionally of one member or one kind."""
+        return [
+            s.name for s in self.snapshots.values()
+            if (member is None or s.member == member) and (kind is None or s.kind == kind)
+        ]  # fmt: skip
+
+    def take_snapshot(self, member: str, iteration: int, change: str = "snapshot", strategy: dict | None = None) -> str:
+        """Freeze ``member`` as it is now; its line continues from the snapshot."""
+        m = self.members[member]
+        name = f"{member}@{iteration}"
+        if name not in self.snapshots:
+            self.snapshots[name] = Snapshot(name, member, m.kind, m.player, iteration, strategy)
+            parent = self.lineage.parent(member)
+            since = self.lineage.change(parent, member) if parent else "continues"  # a PBT copy or reset since
+            change = change if since == "continues" else f"{since}; then {change}"
+            self.lineage.add(name, parent, change, iteration, member=member, kind=m.kind, hparams=dict(m.hparams))
+            self.lineage.reparent(member, name, "continues", iteration)
+            self.elo.add(name, self.elo[member])
+            self.skill.add(name, self.skill.mu(member), self.skill.sigma(member))
+        m.matches_since_snapshot = 0
+        return name
+
+    def restart(self, member: str, origin: str, iteration: int, change: str, hparams: dict[str, float] | None = None) -> None:
+        """``member`` continues from ``origin`` (a PBT exploit or a league reset): its own line
+        was snapshotted just before, and its ratings start again from ``origin``'s."""
+        m = self.members[member]
+        if hparams is not None:
+            m.hparams = dict(hparams)
+        self.lineage.reparent(member, origin, change, iteration)
+        self.lineage.graph.nodes[member]["hparams"] = dict(m.hparams)
+        self.elo.set(member, self.elo[origin])
+        self.skill.set(member, self.skill.mu(origin), self.skill.sigma(origin))
+
+    # ---- matchmaking ---------------------------------------------------------------------------
+
+    def begin_iteration(self) -> None:
+        """Solve the meta-game once per iteration (PSRO's opponents and the reported mixture)."""
+        self._meta = self._solve(self._meta_players())
+
+    def _meta_players(self) -> list[str]:
+        if self.config.matchmaker in ("psro", "fictitious"):
+            return self.snapshot_names()  # the policies they add; the learner is the response in progress
+        if self.config.matchmaker == "self_play":
+            return self.learners()
+        return self.snapshot_names() + list(self.members)
+
+    def _solve(self, names: list[str]) -> dict[str, float]:
+        if not names:
+            return {}
+        if self.config.matchmaker == "fictitious":
+            return dict.fromkeys(names, 1 / len(names))  # its opponents are uniform: so is its average
+        means, _ = self.payoffs.matrix(names)
+        weights = meta_strategy(self.config.meta_solver, means)
+        return {n: float(w) for n, w in zip(names, weights)}
+
+    def meta_strategy(self) -> dict[str, float]:
+        """The population's mixture: whom PSRO plays against, and what its exploitability measures."""
+        return self._meta
+
+    def plans(self, iteration: int, matches: int, games: dict[str, float], seats: dict[str, list[str]]) -> list[MatchPlan]:
+        """This iteration's matches, shared out evenly between the learners."""
+        rng = np.random.default_rng([self.seed, iteration])
+        names, weights = list(games), np.array(list(games.values()), dtype=float)
+        learners = self.learners()
+        out = []
+        for m in range(matches):
+            learner = learners[m % len(learners)]
+            opponent = self.matchmaker.opponent(self, learner, rng)
+            game = names[rng.choice(len(names), p=weights / weights.sum())]
+            first, second = seats[game]
+            pair = (learner, opponent) if (m // len(learners)) % 2 == 0 else (opponent, learner)  # both seats
+            out.append(MatchPlan(game, derive_seed(self.seed, iteration, m), {first: pair[0], second: pair[1]}, f"it{iteration}-m{m}"))
+        return out
+
+    def evaluation_plans(self, iteration: int, matches: int, games: dict[str, float], seats: dict[str, list[str]]) -> list[MatchPlan]:
+        """Matches the evaluation scheduler spends where the ranking is least certain."""
+        if not matches:
+            return []
+        names = self.snapshot_names() + list(self.members)
+        if len(names) < 2:
+            return []
+        rng = np.random.default_rng([self.seed, iteration, EVAL_SALT])
+        game_names, weights = list(games), np.array(list(games.values()), dtype=float)
+        out = []
+        for m, (a, b) in enumerate(uncertain_pairs(self.payoffs, names, matches, rng)):
+            game = game_names[rng.choice(len(game_names), p=weights / weights.sum())]
+            first, second = seats[game]
+            pair = (a, b) if m % 2 == 0 else (b, a)
+            seed = derive_seed(self.seed, iteration, EVAL_SALT + m)
+            out.append(MatchPlan(game, seed, {first: pair[0], second: pair[1]}, f"it{iteration}-e{m}"))
+        return out
+
+    # ---- results -------------------------------------------------------------------------------
+
+    def record(self, episodes: Iterable[Episode]) -> None:
+        """Payoffs per seat pair, Elo and OpenSkill, and each member's match clock."""
+        for ep in episodes:
+            (seat_a, a), (seat_b, b) = ep.members.items()
+            ret_a, ret_b = ep.rewards[seat_a], ep.rewards[seat_b]
+            for name in {a, b}:
+                if name in self.members:
+                    self.members[name].matches_since_snapshot += 1
+            if a == b:
+                continue  # self-play says nothing about relative strength
+            self.payoffs.record(a, b, ret_a, (seat_a, seat_b), return_b=ret_b)
+            score = 1.0 if ret_a > ret_b else 0.0 if ret_a < ret_b else 0.5
+            self.elo.update(a, b, score)
+            self.skill.update(a, b, score)
+
+    def ratings(self) -> list[dict]:
+        """One row per player: Elo, OpenSkill μ, σ and ordinal."""
+        return [
+            {"player": n, "elo": self.elo[n], "mu": self.skill.mu(n), "sigma": self.skill.sigma(n), "ordinal": self.skill.ordinal(n)}
+            for n in (*self.snapshots, *self.members)
+        ]  # fmt: skip
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {
+            "members": [asdict(m) for m in self.members.values()],
+            "snapshots": [asdict(s) for s in self.snapshots.values()],
+            "lineage": self.lineage.state_dict(),
+            "elo": self.elo.state_dict(),
+            "openskill": self.skill.state_dict(),
+            "payoffs": self.payoffs.state_dict(),
+            "meta_strategy": self._meta,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.members = {m["name"]: Member(**m) for m in state["members"]}
+        self.snapshots = {s["name"]: Snapshot(**s) for s in state["snapshots"]}
+        self.lineage.load_state_dict(state["lineage"])
+        self.elo.load_state_dict(state["elo"])
+        self.skill.load_state_dict(state["openskill"])
+        self.payoffs.load_state_dict(state["payoffs"])
+        self._meta = state["meta_strategy"]
+
+
+def seats_of(game_names: Sequence[str]) -> dict[str, list[str]]:
+    import games
+
+    out = {}
+    for name in game_names:
+        agents = games.make(name).possible_agents
+        if len(agents) != 2:
+            raise ValueError(f"populations match two players; {name} seats {len(agents)}")
+        out[name] = list(agents)
+    return out

@@ -1,0 +1,277 @@
+"""Population training: many members, each its own model, learner and RAE baselines; the
+population (``populations.population``) decides who plays whom, rates every result and freezes
+snapshots; PBT and the league change members between iterations.
+
+One iteration:
+
+1. the matchmaker plans the training matches (each learner's share of ``rollout.matches``) and the
+   evaluation scheduler adds ``population.eval_matches`` where the ranking is least certain;
+2. all of them are played at once by the batched engine (one model call per member per turn);
+3. every result updates payoffs, Elo and OpenSkill;
+4. each trainable member learns from its own turns only — a frozen snapshot's or a fixed player's
+   turns are never trained on;
+5. snapshots (every ``snapshot_every`` iterations, or by the league's checkpoint rule), league
+   resets and PBT's exploit/explore, each recorded in the lineage.
+
+On Kuhn poker each member's exact strategy is read every iteration and the population's
+meta-strategy mixture is analysed exactly (``kuhn/population_exploitability``): the mixture is
+reach-weighted per information set (``games.kuhn_analysis.average``), never a plain mean.
+
+Population state (members, snapshots with their weights, lineage, ratings, payoffs, league clocks,
+PBT history) is checkpointed with the learners and resumes exactly; ``population.json`` and
+``lineage.graphml`` beside the events file hold the latest state for analysis.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import games
+from games import kuhn_analysis
+from marl.advantages import ADVANTAGE_ESTIMATORS
+from marl.episode import Episode, write_jsonl
+from marl.evaluate import kuhn_strategy
+from marl.hf import HFPolicy
+from marl.learner import Learner, TrainSample, trainable_weights
+from marl.pools import LocalPool, Members
+from marl.rollout import RolloutEngine, SeatSpec
+from marl.scripted import ScriptedPolicy
+from marl.train import Trainer, _atomic_write, _pairs, _unpairs, load_model, trained_seat
+from populations.config import RunConfig
+from populations.league import League
+from populations.pbt import Exploit, exploit_and_explore
+from populations.population import Population, seats_of
+
+LOADED_SNAPSHOTS = 64  # frozen opponents kept in memory at once (least recently used go first)
+KUHN_SCRIPTED = {  # exact strategies of Kuhn's scripted players, for the mixture's analysis
+    "random": kuhn_analysis.uniform, "nash": kuhn_analysis.nash, "always_bet": kuhn_analysis.always_bet,
+    "never_bluff": kuhn_analysis.never_bluff,
+}  # fmt: skip
+
+
+@dataclass
+class Live:
+    """A trainable member's model, learner and RAE baselines."""
+
+    policy: HFPolicy
+    learner: Learner
+    baselines: dict[tuple[str, str], float]
+
+
+class PopulationTrainer(Trainer):
+    def __init__(self, config: RunConfig, run_dir: Path):
+        if config.population is None:
+            raise ValueError("PopulationTrainer needs a [population] table; plain self-play is marl.train.Trainer")
+        if config.pool.kind != "local":
+            raise ValueError("population training runs on the local pool; pool.kind = 'ray' trains one policy")
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.iteration = 0
+        self.seats = seats_of(list(config.games))
+        hparams = {name: float(getattr(config.optim, name)) for name in config.population.pbt.ranges}
+        self.population = Population(config.population, config.model, hparams, config.seed)
+        self.live: dict[str, Live] = {name: self._new_live(name) for name in self.population.learners()}
+        self.initial = trainable_weights(next(iter(self.live.values())).policy.model)
+        self.frozen: dict[str, dict[str, torch.Tensor]] = {}  # snapshot -> weights
+        self._loaded: OrderedDict[str, SeatSpec] = OrderedDict()
+        self.engine = RolloutEngine(concurrency=config.rollout.concurrency)
+        self.pool = LocalPool({}, config.rollout.concurrency)
+        first = next(iter(self.live))
+        self.policy, self.me = self.live[first].policy, self._seat(first)  # evaluation plays the first member
+        self.adapter, self.sampling = self.me.adapter, self.me.sampling
+        self.baselines = self.live[first].baselines
+        self.past = deque(maxlen=self._past_needed() + 1)
+        self._initial: HFPolicy | None = None
+        for name in self.live:
+            self._snapshot(name, 0, "initial")
+        self.population.begin_iteration()
+
+    def _new_live(self, name: str) -> Live:
+        policy = load_model(self.config)
+        return Live(policy, Learner(policy, self.config.optim, updates=self.config.iterations), {})
+
+    # ---- players -------------------------------------------------------------------------------
+
+    def _seat(self, name: str) -> SeatSpec:
+        seat = trained_seat(self.config, self.live[name].policy)
+        seat.member = name
+        return seat
+
+    def _members(self, names: set[str]) -> Members:
+        """Seat specs for everyone in this iteration's matches."""
+        out = {}
+        for name in names:
+            if name in self.live:
+                out[name] = self._seat(name)
+            elif name in self.population.snapshots and name in self.frozen:
+                out[name] = self._frozen_seat(name)
+            else:  # a fixed scripted member (the config allows them with one game only)
+                player = self.population.members[name].player
+                out[name] = SeatSpec(ScriptedPolicy(player, games.scripted_players(next(iter(self.seats)))[player]), name)
+        return out
+
+    def _frozen_seat(self, name: str) -> SeatSpec:
+        if name not in self._loaded:
+            if len(self._loaded) >= LOADED_SNAPSHOTS:
+                self._loaded.popitem(last=False)
+            owner = self.live[self.population.snapshots[name].member].policy
+            policy = copy.deepcopy(owner)
+            policy.model.load_state_dict(self.frozen[name], strict=False)
+            policy.model.requires_grad_(False)
+            seat = trained_seat(self.config, policy)
+            seat.member = name
+            self._loaded[name] = seat
+        self._loaded.move_to_end(name)
+        return self._loaded[name]
+
+    def _snapshot(self, name: str, iteration: int, change: str) -> str:
+        strategy = self._strategy(name)
+        snap = self.population.take_snapshot(name, iteration, change, strategy)
+        self.frozen.setdefault(snap, trainable_weights(self.live[name].policy.model))
+        return snap
+
+    # ---- one iteration -------------------------------------------------------------------------
+
+    def step(self, iteration: int) -> dict:
+        pop, cfg = self.population, self.config
+        plans = pop.plans(iteration, cfg.rollout.matches, cfg.games, self.seats)
+        extra = pop.evaluation_plans(iteration, cfg.population.eval_matches, cfg.games, self.seats)
+        self.pool.members = self._members({n for p in plans + extra for n in p.seats.values()})
+        episodes = self.pool.play(plans + extra)
+        training = episodes[: len(plans)]
+        pop.record(episodes)
+        metrics: dict = {"population/eval_matches": len(extra)}
+        for name, live in self.live.items():
+            metrics.update({f"{name}/{k}": v for k, v in self._train(name, live, training).items()})
+        write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
+        self._evolve(iteration)
+        pop.begin_iteration()
+        metrics["population/snapshots"] = len(pop.snapshots)
+        metrics.update(self._kuhn_metrics())
+        metrics.update({f"elo/{n}": pop.elo[n] for n in pop.members})
+        self.past.append((iteration, trainable_weights(self.policy.model)))
+        return metrics
+
+    def _train(self, name: str, live: Live, episodes: list[Episode]) -> dict:
+        samples, turns = self._samples(episodes, name)
+        if not samples:
+            return {}
+        advantages = ADVANTAGE_ESTIMATORS[self.config.advantage.estimator](
+            samples, live.baselines, self.config.advantage.ema_decay
+        )
+        temperature = self._strategy_temperature() or 1.0
+        batch = [
+            TrainSample(t.prompt_ids, t.completion_ids, float(a), self.adapter, t.candidate_ids or None, t.choice, temperature)
+            for t, a in zip(turns, advantages)
+        ]
+        stats = live.learner.update(batch)
+        stats.update(self._rollout_metrics(episodes, samples, advantages, name, live.baselines))
+        return stats
+
+    def _evolve(self, iteration: int) -> None:
+        """Snapshots, league checkpoints and resets, PBT — in that order, each in the lineage."""
+        pop, cfg = self.population, self.config.population
+        rng = np.random.default_rng([self.config.seed, iteration, 1])
+        if isinstance(pop.matchmaker, League):
+            for decision in pop.matchmaker.checkpoints(pop, rng):
+                self._snapshot(decision.member, iteration, "league checkpoint")
+                if decision.reset:
+                    self._reset(decision.member, iteration)
+        elif iteration % cfg.snapshot_every == 0:
+            for name in self.live:
+                self._snapshot(name, iteration, "snapshot")
+        if cfg.pbt.every and iteration % cfg.pbt.every == 0:
+            fitness = {n: pop.elo[n] for n in self.live}
+            for exploit in exploit_and_explore(fitness, {n: pop.members[n].hparams for n in self.live}, cfg.pbt, rng):
+                self._exploit(exploit, iteration)
+
+    def _reset(self, name: str, iteration: int) -> None:
+        """Back to the initial weights with a fresh optimiser (a main exploiter's checkpoint)."""
+        live = self.live[name]
+        live.policy.model.load_state_dict(self.initial, strict=False)
+        live.learner = Learner(live.policy, self.config.optim.model_copy(update=self.population.members[name].hparams), self.config.iterations)
+        live.baselines.clear()
+        origin = self.population.snapshot_names(member=name)[0]  # its initial snapshot, @0
+        self.population.restart(name, origin, iteration, "league reset to initial weights")
+
+    def _exploit(self, exploit: Exploit, iteration: int) -> None:
+        self._snapshot(exploit.member, iteration, "snapshot before pbt")
+        donor_snapshot = self._snapshot(exploit.donor, iteration, "snapshot")
+        me, donor = self.live[exploit.member], self.live[exploit.donor]
+        me.learner.load_state_dict(donor.learner.state_dict())
+        me.learner.set_hparams(exploit.hparams)
+        me.baselines.clear()
+        me.baselines.update(donor.baselines)
+        self.population.restart(exploit.member, donor_snapshot, iteration, exploit.change, exploit.hparams)
+
+    # ---- Kuhn analysis -------------------------------------------------------------------------
+
+    def _strategy(self, name: str) -> dict[str, float] | None:
+        if "kuhn_poker" not in self.config.games:
+            return None
+        if name in self.live:
+            return kuhn_strategy(self.live[name].policy, self._strategy_temperature(), self.adapter, self.config.rollout.compact_prompts)
+        if name in self.population.snapshots:
+            return self.population.snapshots[name].strategy
+        maker = KUHN_SCRIPTED.get(self.population.members[name].player)
+        return {k: float(v) for k, v in maker().items()} if maker else None
+
+    def _kuhn_metrics(self) -> dict:
+        """Each learner's exploitability, and the exact exploitability of the meta-strategy mixture."""
+        if "kuhn_poker" not in self.config.games:
+            return {}
+        out, strategies = {}, {}
+        for name in self.live:
+            strategies[name] = self._strategy(name)
+            out[f"kuhn/{name}/exploitability"] = float(kuhn_analysis.exploitability(strategies[name]))
+        mixture = self.population.meta_strategy()
+        known = {n: w for n, w in mixture.items() if w > 0 and (strategies.get(n) or self._strategy(n)) is not None}
+        if known:
+            mixed = kuhn_analysis.average([strategies.get(n) or self._strategy(n) for n in known], list(known.values()))
+            out["kuhn/population_exploitability"] = float(kuhn_analysis.exploitability(mixed))
+            out["kuhn/population_strategy"] = mixed
+        out["population/meta_strategy"] = {n: round(w, 4) for n, w in mixture.items() if w > 1e-4}
+        return out
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+
+    def _checkpoint_state(self) -> tuple[dict, dict]:
+        tensors = {
+            "learners": {n: live.learner.state_dict() for n, live in self.live.items()},
+            "frozen": self.frozen, "initial": self.initial, "past": list(self.past),
+        }  # fmt: skip
+        meta = {
+            "population": self.population.state_dict(),
+            "baselines": {n: _pairs(live.baselines) for n, live in self.live.items()},
+        }
+        self._write_population()
+        return tensors, meta
+
+    def _restore(self, tensors: dict, meta: dict) -> None:
+        self.population.load_state_dict(meta["population"])
+        for name, state in tensors["learners"].items():
+            live = self.live[name]
+            live.learner.set_hparams(self.population.members[name].hparams)
+            live.learner.load_state_dict(state)
+            live.baselines.clear()
+            live.baselines.update(_unpairs(meta["baselines"][name]))
+        self.frozen, self.initial = tensors["frozen"], tensors["initial"]
+        self._loaded.clear()
+        self.past.clear()
+        self.past.extend(tensors["past"])
+
+    def _write_population(self) -> None:
+        """The run directory's ``population.json`` (DESIGN.md) and the lineage as GraphML."""
+        state = self.population.state_dict()
+        state["ratings"] = self.population.ratings()
+        _atomic_write(self.run_dir / "population.json", json.dumps(state, indent=1, default=float))
+        staging = self.run_dir / ".lineage.graphml.tmp"
+        self.population.lineage.write_graphml(staging)
+        staging.replace(self.run_dir / "lineage.graphml")
