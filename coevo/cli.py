@@ -155,7 +155,7 @@ def train(
             ],
         )
     except ConfigError as err:
-        console.print(f"[red]config error:[/red] {escape(str(err))}")
+        console.print(f"[red]config error:[/red] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(2) from None
     if resume is not None:
         if not (resume / "checkpoints" / "latest").exists():
@@ -203,7 +203,7 @@ def sweep(
     try:
         total = len(expand(load_sweep(spec)))
     except ConfigError as err:
-        console.print(f"[red]config error:[/red] {escape(str(err))}")
+        console.print(f"[red]config error:[/red] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(2) from None
     with Progress(TextColumn("[bold]runs {task.completed}/{task.total}"), BarColumn(), TimeRemainingColumn(), console=console) as bar:
         task = bar.add_task("", total=total)

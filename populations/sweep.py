@@ -16,7 +16,8 @@ A sweep file names the config every run starts from and what varies::
     "population.size" = 1
 
 Each run is ``coevo train CONFIG --set KEY=VALUE…`` in a process of its own — on this machine, or
-as a Ray task on the cluster when ``pool = "ray"`` — so a crash stays in its run. Running the same
+as a Ray task on the cluster when ``pool = "ray"`` — so a crash stays in its run; its output goes
+to ``logs/<run>.log``. Running the same
 sweep again skips finished runs and resumes interrupted ones from their last checkpoint.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -98,12 +100,12 @@ def train_command(sweep: SweepConfig, settings: dict[str, Any], run_dir: Path) -
     return [*base, str(sweep.config), *changes, "--run-dir", str(run_dir), "--quiet"]
 
 
-def run_one(command: list[str], run_dir: str, threads: int) -> tuple[int, float]:
-    """Run one training process, its output in ``run_dir/train.log``; (exit code, seconds)."""
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
+def run_one(command: list[str], log_path: str, threads: int) -> tuple[int, float]:
+    """Run one training process, its output appended to ``log_path``; (exit code, seconds)."""
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     start = time.perf_counter()
-    with open(Path(run_dir) / "train.log", "a", encoding="utf-8") as log:
+    with open(log_path, "a", encoding="utf-8") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
     return code, time.perf_counter() - start
 
@@ -137,12 +139,18 @@ def run_sweep(path: str | Path, out: str | Path, on_done: Callable[[str], None] 
         run_dir = out / "runs" / run_name(index, settings)
         iterations = load_run_config(sweep.config, [*sweep.set, *_assignments(settings)]).iterations
         plan.append((run_name(index, settings), settings, run_dir, iterations))
-    todo = [(name, train_command(sweep, s, d), d) for name, s, d, it in plan if not finished(d, it)]
+    todo = []
+    for name, settings, run_dir, iterations in plan:
+        if finished(run_dir, iterations):
+            continue
+        if not (run_dir / "checkpoints" / "latest").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)  # killed before its first checkpoint: start again
+        todo.append((name, train_command(sweep, settings, run_dir), out / "logs" / f"{name}.log"))
     outcome = _execute(sweep, todo, on_done)
     rows = []
     for name, settings, run_dir, iterations in plan:
         code, seconds = outcome.get(name, (0, 0.0))
-        status = "done" if finished(run_dir, iterations) else f"failed (exit {code}; see {run_dir / 'train.log'})"
+        status = "done" if finished(run_dir, iterations) else f"failed (exit {code}; see {out / 'logs' / name}.log)"
         rows.append({"run": name, **settings, "status": status, "seconds": seconds, "run_dir": str(run_dir), **final_metrics(run_dir)})
     table = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
@@ -157,7 +165,7 @@ def _execute(sweep: SweepConfig, todo: list[tuple[str, list[str], Path]], on_don
         return _execute_on_ray(sweep, todo, threads, on_done)
     outcome = {}
     with ThreadPoolExecutor(max_workers=sweep.parallel) as executor:
-        futures = {executor.submit(run_one, command, str(run_dir), threads): name for name, command, run_dir in todo}
+        futures = {executor.submit(run_one, command, str(log), threads): name for name, command, log in todo}
         for future in as_completed(futures):
             outcome[futures[future]] = future.result()
             if on_done is not None:
@@ -174,7 +182,7 @@ def _execute_on_ray(sweep: SweepConfig, todo, threads: int, on_done) -> dict[str
         ray.init(address=sweep.address, include_dashboard=False, log_to_driver=False)
     try:
         task = ray.remote(num_cpus=threads)(run_one)
-        refs = {task.remote(command, str(run_dir), threads): name for name, command, run_dir in todo}
+        refs = {task.remote(command, str(log), threads): name for name, command, log in todo}
         outcome, pending = {}, list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from coevo.cli import app
 from marl.config import ConfigError, load_config
 from marl.train import Trainer
+from populations.config import load_run_config
+from populations.sweep import expand, load_sweep
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -192,4 +194,7 @@ def test_kuhn_tiny_learns(tmp_path):
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
 def test_every_example_config_loads(path):
-    assert load_config(path).iterations >= 1
+    if path.name.startswith("sweep_"):
+        assert len(expand(load_sweep(path))) >= 1  # and every run's config is valid
+    else:
+        assert load_run_config(path).iterations >= 1

@@ -1,0 +1,135 @@
+"""Population training end to end with the tiny model: the league with PBT, frozen players never
+trained, exact resume after SIGKILL, config errors, and a 12-run sweep."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import networkx as nx
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from coevo.cli import app
+from marl.episode import read_jsonl
+from marl.learner import trainable_weights
+from marl.train import load_model
+from populations.config import load_run_config
+from populations.train import PopulationTrainer
+
+runner = CliRunner()
+EXAMPLES = Path(__file__).parents[2] / "examples"
+SHRINK = ["rollout.matches=32", "rollout.concurrency=32", "population.eval_matches=8", "checkpoint_every=2"]
+
+
+def events(run_dir):
+    return [json.loads(line) for line in (Path(run_dir) / "events.jsonl").read_text().splitlines()]
+
+
+def comparable(records):
+    return [
+        {k: v for k, v in r.items() if k not in ("timestamp", "run_id") and "perf/" not in k}
+        for r in records if r["kind"] == "iteration"
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_league_with_pbt_trains_only_its_learners_and_records_its_lineage(tmp_path):
+    overrides = [*SHRINK, "iterations=4", "population.league.min_matches=8", "population.league.max_matches=16", "population.pbt.every=2"]
+    config = load_run_config(EXAMPLES / "kuhn_league.toml", overrides)
+    trainer = PopulationTrainer(config, tmp_path / "run")
+    trainer.run()
+    run = tmp_path / "run"
+    records = [r for r in events(run) if r["kind"] == "iteration"]
+    assert [r["iteration"] for r in records] == [1, 2, 3, 4]
+    last = records[-1]
+    for key in ("kuhn/population_exploitability", "kuhn/main_0/exploitability", "elo/main_0",
+                "main_0/policy/grad_norm", "league_exploiter_1/kuhn_poker/player_0/return"):  # fmt: skip
+        assert key in last, key
+    assert 0 <= last["kuhn/population_exploitability"] <= 0.5
+    # every learner learned from exactly its own turns: never a snapshot's turns
+    for it, record in enumerate(records, start=1):
+        episodes = read_jsonl(run / "episodes" / f"iter_{it:06d}.jsonl")
+        training = [e for e in episodes if "-m" in e.match_id]
+        for name in trainer.live:
+            own = sum(1 for e in training for t in e.turns if t.member == name and t.completion_ids)
+            assert record.get(f"{name}/learner/samples", 0.0) == own
+    # snapshots stay frozen: the initial ones still hold the initial model's weights
+    initial = trainable_weights(load_model(config).model)
+    for name in ("main_0@0", "league_exploiter_1@0"):
+        assert all(torch.equal(trainer.frozen[name][k], initial[k]) for k in initial)
+    # the lineage: league checkpoints, the main exploiter's resets, PBT copies
+    state = json.loads((run / "population.json").read_text())
+    changes = [e["change"] for e in state["lineage"]["edges"]]
+    assert any(c.startswith("pbt: copied") for c in changes), changes
+    assert any("league reset" in c for c in changes), changes
+    assert {r["player"] for r in state["ratings"]} >= {"main_0", "main_0@0"}
+    graph = nx.read_graphml(run / "lineage.graphml")
+    assert set(graph.nodes) == {n["id"] for n in state["lineage"]["nodes"]}
+
+
+@pytest.mark.slow
+def test_a_killed_population_run_resumes_exactly(tmp_path):
+    base = ["--set", f"population.size=2", "--set", "population.pbt.every=2", "--set", "population.matchmaker=pfsp"]
+    shrink = [arg for item in SHRINK for arg in ("--set", item)]
+    config = [str(EXAMPLES / "kuhn_population.toml"), "--iterations", "5", *base, *shrink]
+    whole = tmp_path / "whole"
+    result = runner.invoke(app, ["train", *config, "--run-dir", str(whole), "--quiet"])
+    assert result.exit_code == 0, result.output
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coevo.cli", "train", *config, "--run-dir", str(killed), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.time() + 300
+    while time.time() < deadline:  # after iteration 3 is logged (checkpoint at 2), before 4 is
+        if (killed / "events.jsonl").exists() and '"iteration": 3, "kind": "iteration"' in (killed / "events.jsonl").read_text():
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    result = runner.invoke(app, ["train", "--resume", str(killed), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert comparable(events(killed)) == comparable(events(whole))
+    assert [r["iteration"] for r in events(killed) if r["kind"] == "iteration"] == [1, 2, 3, 4, 5]
+    for i in range(1, 6):
+        shard = f"episodes/iter_{i:06d}.jsonl"
+        assert (killed / shard).read_text() == (whole / shard).read_text()
+    assert (killed / "population.json").read_text() == (whole / "population.json").read_text()
+
+
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ("population.matchmaker=elo_hell", "population.matchmaker"),
+        ("population.pbt.ranges={momentum=[0.1, 0.9]}", "population.pbt.ranges"),
+        ("population.opponents=['minimax']", "population.opponents"),
+        ("population.league.main_agents=0", "population.league.main_agents"),
+    ],
+)
+def test_bad_population_settings_are_one_line_naming_the_field(override, field):
+    result = runner.invoke(app, ["train", str(EXAMPLES / "kuhn_population.toml"), "--set", override])
+    assert result.exit_code == 2
+    assert field in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+@pytest.mark.slow
+def test_the_example_sweep_runs_twelve_runs_into_one_table(tmp_path):
+    out = tmp_path / "sweep"
+    result = runner.invoke(app, ["sweep", str(EXAMPLES / "sweep_kuhn_population.toml"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_parquet(out / "results.parquet")
+    assert len(table) == 12 and (table.status == "done").all()
+    assert sorted(table.groupby(["population.matchmaker", "population.size"]).size()) == [2] * 6
+    assert table["kuhn/population_exploitability"].between(0, 0.5).all()
+    assert (table.iteration == 6).all()
+    pd.testing.assert_frame_equal(table, pd.read_csv(out / "results.csv"), check_dtype=False)
+    # a second run of the same sweep finds every run finished and only rewrites the table
+    again = runner.invoke(app, ["sweep", str(EXAMPLES / "sweep_kuhn_population.toml"), "--out", str(out)])
+    assert again.exit_code == 0
+    assert pd.read_parquet(out / "results.parquet").drop(columns="seconds").equals(table.drop(columns="seconds"))
