@@ -21,6 +21,12 @@ def derive_seed(*parts: int) -> int:
     return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
 
 
+def derive_seeds(count: int, *parts: int) -> list[int]:
+    """``count`` independent, reproducible seeds for a tuple of ints, in one call: for planning
+    thousands of matches at once (``derive_seed`` per match costs microseconds each)."""
+    return [int(x) for x in np.random.SeedSequence(list(parts)).generate_state(count)]
+
+
 class Player(Protocol):
     def act(self, env: AECEnv, agent: str, rng: np.random.Generator) -> Any: ...
 

@@ -17,6 +17,7 @@ newer than the checkpoint are dropped first: nothing is lost, nothing duplicated
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
 import shutil
@@ -316,6 +317,10 @@ class Trainer:
     # ---- the loop ------------------------------------------------------------------------------
 
     def run(self, resume: bool = False, on_iteration: Callable[[int, dict], None] | None = None) -> dict:
+        # Models, tokenizers and modules live as long as the run: keep them out of the cyclic
+        # collector's scans, which otherwise grow with the heap and tax every allocation
+        # (measured: payoff bookkeeping 5x slower per match with torch and transformers loaded).
+        gc.freeze()
         if resume:
             self._drop_after(self.load_checkpoint())
         else:

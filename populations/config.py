@@ -22,7 +22,9 @@ MATCHMAKERS = ("self_play", "fictitious", "pfsp", "skill", "psro", "league")
 
 
 class PopulationConfig(Strict):
-    size: int = Field(1, ge=1, description="trainable members (the league sets its own from [population.league])")
+    size: int = Field(
+        1, ge=0, description="trainable members (the league sets its own from [population.league]); 0 = only opponents"
+    )
     matchmaker: Literal[MATCHMAKERS] = Field("self_play", description=" | ".join(MATCHMAKERS))  # type: ignore[valid-type]
     pfsp_weighting: Literal["hard", "squared", "variance", "linear", "linear_capped"] = Field(
         "squared", description="PFSP's f(x) (x = the learner's win rate): hard/squared (1-x)², variance x(1-x), linear 1-x"
@@ -46,6 +48,8 @@ class RunConfig(TrainConfig):
     def _population_fits_the_run(self) -> RunConfig:
         if self.population is None:
             return self
+        if self.population.size == 0 and self.population.matchmaker != "league":
+            raise ValueError("population.size: training needs at least one trainable member")
         unknown = sorted(set(self.population.pbt.ranges) - set(type(self.optim).model_fields))
         if unknown:
             raise ValueError(f"population.pbt.ranges: {unknown} are not optim settings")

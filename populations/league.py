@@ -72,13 +72,16 @@ class League:
 
     # ---- matchmaking ---------------------------------------------------------------------------
 
+    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
+        return [self.opponent(pop, learner, rng) for _ in range(count)]  # each match flips its own coins
+
     def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
         kind = pop.members[learner].kind
         if kind == "main":
             return self._main_opponent(pop, learner, rng)
         if kind == "main_exploiter":
             main = self._random_main(pop, rng)
-            if pop.payoffs.win_rate(learner, main) > 0.1:
+            if pop.win_rate(learner, main) > 0.1:
                 return main
             return self._pfsp_or(pop, learner, pop.snapshot_names(member=main), "variance", rng, main)
         return self._pfsp_or(pop, learner, pop.snapshot_names(), "linear_capped", rng, learner)
@@ -92,20 +95,19 @@ class League:
             verified = self._verification(pop, learner, main, rng)
             if verified is not None:
                 return verified
-        if pop.payoffs.win_rate(learner, main) > 0.3:
+        if pop.win_rate(learner, main) > 0.3:
             return main
         return self._pfsp_or(pop, learner, pop.snapshot_names(member=main), "variance", rng, main)
 
     def _verification(self, pop: Population, learner: str, main: str, rng: np.random.Generator) -> str | None:
         """An exploiter snapshot the learner still loses to, else a forgotten snapshot of ``main``."""
-        exploited = [s for s in pop.snapshot_names(kind="main_exploiter")]
-        rates = [pop.payoffs.win_rate(learner, s) for s in exploited]
-        if rates and min(rates) < 0.3:
-            return pfsp_choice(pop, learner, exploited, "squared", rng)
+        exploited = pop.snapshot_names(kind="main_exploiter")
+        if exploited and pop.win_rates(learner, exploited).min() < 0.3:
+            return pfsp_choice(pop, learner, exploited, "squared", rng)[0]
         history = pop.snapshot_names(member=main)
-        rates, history = remove_monotonic_suffix([pop.payoffs.win_rate(learner, s) for s in history], history)
+        rates, history = remove_monotonic_suffix(list(pop.win_rates(learner, history)), history)
         if rates and min(rates) < 0.7:
-            return pfsp_choice(pop, learner, history, "squared", rng)
+            return pfsp_choice(pop, learner, history, "squared", rng)[0]
         return None
 
     @staticmethod
@@ -115,7 +117,7 @@ class League:
 
     @staticmethod
     def _pfsp_or(pop: Population, learner: str, candidates: list[str], weighting: str, rng, fallback: str) -> str:
-        return pfsp_choice(pop, learner, candidates, weighting, rng) if candidates else fallback
+        return pfsp_choice(pop, learner, candidates, weighting, rng)[0] if candidates else fallback
 
     # ---- checkpoints ---------------------------------------------------------------------------
 
@@ -138,5 +140,5 @@ class League:
             relevant = [n for n, m in pop.members.items() if m.kind == "main"]
         else:
             relevant = pop.snapshot_names()
-        rates = [pop.payoffs.win_rate(name, r) for r in relevant]
-        return (bool(rates) and min(rates) > self.config.win_rate) or played > self.config.max_matches
+        rates = pop.win_rates(name, relevant)
+        return (len(rates) > 0 and rates.min() > self.config.win_rate) or played > self.config.max_matches

@@ -1,7 +1,10 @@
 """Matchmakers: for a learning member, whom to play next.
 
-Every matchmaker answers one question, ``opponent(population, learner, rng) -> name``; the name is
-a live member (possibly the learner itself) or a frozen snapshot. They are chosen by name in the
+Every matchmaker answers one question, ``opponents(population, learner, count, rng) -> names``:
+whom the learner plays in its ``count`` matches this iteration; a name is a live member (possibly
+the learner itself) or a frozen snapshot. Weights are computed once per learner and iteration,
+then sampled ``count`` times, so matchmaking stays a small fraction of match time even for
+hundreds of members with thousands of snapshots (``benchmarks/population_overhead.py``). They are chosen by name in the
 config (``population.matchmaker``):
 
 - ``self_play``: the learner's latest self against itself (SPIRAL).
@@ -49,24 +52,26 @@ def pfsp_weights(win_rates: Sequence[float], weighting: str = "squared") -> np.n
     return weights / total
 
 
-def pfsp_choice(pop: Population, learner: str, candidates: Sequence[str], weighting: str, rng: np.random.Generator) -> str:
-    rates = [pop.payoffs.win_rate(learner, c) for c in candidates]
-    return candidates[rng.choice(len(candidates), p=pfsp_weights(rates, weighting))]
+def pfsp_choice(
+    pop: Population, learner: str, candidates: Sequence[str], weighting: str, rng: np.random.Generator, count: int = 1
+) -> list[str]:
+    p = pfsp_weights(pop.win_rates(learner, candidates), weighting)
+    return [candidates[i] for i in rng.choice(len(candidates), size=count, p=p)]
 
 
 class Matchmaker(Protocol):
-    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str: ...
+    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]: ...
 
 
 class SelfPlay:
-    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
-        return learner
+    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
+        return [learner] * count
 
 
 class Fictitious:
-    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
         past = pop.snapshot_names()
-        return past[rng.integers(len(past))] if past else learner
+        return [past[i] for i in rng.integers(len(past), size=count)] if past else [learner] * count
 
 
 class PFSP:
@@ -74,28 +79,28 @@ class PFSP:
         pfsp_weights([0.5], weighting)  # an unknown weighting fails now, not mid-run
         self.weighting = weighting
 
-    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
         past = pop.snapshot_names()
-        return pfsp_choice(pop, learner, past, self.weighting, rng) if past else learner
+        return pfsp_choice(pop, learner, past, self.weighting, rng, count) if past else [learner] * count
 
 
 class Skill:
     """Prefer opponents OpenSkill expects to be even with the learner: weight ∝ (1 − 2|p − ½|)²."""
 
-    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
         candidates = [n for n in (*pop.snapshot_names(), *pop.members) if n != learner]
         if not candidates:
-            return learner
+            return [learner] * count
         p = np.array([pop.skill.predict_win(learner, c) for c in candidates])
         weights = (1 - 2 * np.abs(p - 0.5)) ** 2 + 1e-6
-        return candidates[rng.choice(len(candidates), p=weights / weights.sum())]
+        return [candidates[i] for i in rng.choice(len(candidates), size=count, p=weights / weights.sum())]
 
 
 class PSRO:
-    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
         mixture = pop.meta_strategy()
         if not mixture:
-            return learner
+            return [learner] * count
         names = list(mixture)
         p = np.array([mixture[n] for n in names])
-        return names[rng.choice(len(names), p=p / p.sum())]
+        return [names[i] for i in rng.choice(len(names), size=count, p=p / p.sum())]

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from games.play import derive_seed
+from games.play import derive_seeds
 from marl.episode import Episode
 from marl.pools import MatchPlan
 from populations.config import PopulationConfig
@@ -68,7 +68,8 @@ class Population:
         self.elo = Elo(k=config.elo_k)
         self.skill = OpenSkill()
         self.payoffs = PayoffTable(decay=config.payoff_decay)
-        self._meta: dict[str, float] = {}
+        self._meta: dict[str, float] | None = None  # the meta-game's solution this iteration
+        self._rates: tuple[dict, dict, np.ndarray] | None = None  # win rates while planning
         for name, kind in self._trainable_names():
             self.add(Member(name, player, kind, True, dict(hparams)))
         for name in config.opponents:
@@ -133,8 +134,8 @@ class Population:
     # ---- matchmaking ---------------------------------------------------------------------------
 
     def begin_iteration(self) -> None:
-        """Solve the meta-game once per iteration (PSRO's opponents and the reported mixture)."""
-        self._meta = self._solve(self._meta_players())
+        """Forget last iteration's meta-game solution: the payoffs or the population changed."""
+        self._meta = None
 
     def _meta_players(self) -> list[str]:
         if self.config.matchmaker in ("psro", "fictitious"):
@@ -153,22 +154,49 @@ class Population:
         return {n: float(w) for n, w in zip(names, weights)}
 
     def meta_strategy(self) -> dict[str, float]:
-        """The population's mixture: whom PSRO plays against, and what its exploitability measures."""
+        """The population's mixture: whom PSRO plays against, and what its exploitability measures.
+        Solved at most once per iteration, and only when asked for."""
+        if self._meta is None:
+            self._meta = self._solve(self._meta_players())
         return self._meta
 
+    def win_rate(self, a: str, b: str) -> float:
+        return float(self.win_rates(a, [b])[0])
+
+    def win_rates(self, a: str, candidates: Sequence[str]) -> np.ndarray:
+        """a's win rates against ``candidates`` (½ where unplayed); while planning, read from one
+        matrix built in a single pass over the payoff table."""
+        if self._rates is not None and a in self._rates[0]:
+            rows, columns, rates = self._rates
+            return rates[rows[a], [columns[c] for c in candidates]]
+        return np.array([self.payoffs.win_rate(a, c) for c in candidates])
+
     def plans(self, iteration: int, matches: int, games: dict[str, float], seats: dict[str, list[str]]) -> list[MatchPlan]:
-        """This iteration's matches, shared out evenly between the learners."""
+        """This iteration's matches, shared out evenly between the learners; each learner takes
+        the first seat in half of its matches."""
         rng = np.random.default_rng([self.seed, iteration])
-        names, weights = list(games), np.array(list(games.values()), dtype=float)
         learners = self.learners()
+        names = [*self.snapshot_names(), *self.members]
+        self._rates = (
+            {n: i for i, n in enumerate(learners)}, {n: i for i, n in enumerate(names)},
+            self.payoffs.win_rate_matrix(learners, names),
+        )  # fmt: skip
+        try:
+            counts = [len(range(i, matches, len(learners))) for i in range(len(learners))]
+            opponents = [iter(self.matchmaker.opponents(self, l, n, rng)) for l, n in zip(learners, counts)]
+        finally:
+            self._rates = None
+        game_names, weights = list(games), np.array(list(games.values()), dtype=float)
+        drawn = rng.choice(len(game_names), size=matches, p=weights / weights.sum())
+        seeds = derive_seeds(matches, self.seed, iteration)
         out = []
         for m in range(matches):
             learner = learners[m % len(learners)]
-            opponent = self.matchmaker.opponent(self, learner, rng)
-            game = names[rng.choice(len(names), p=weights / weights.sum())]
+            opponent = next(opponents[m % len(learners)])
+            game = game_names[drawn[m]]
             first, second = seats[game]
-            pair = (learner, opponent) if (m // len(learners)) % 2 == 0 else (opponent, learner)  # both seats
-            out.append(MatchPlan(game, derive_seed(self.seed, iteration, m), {first: pair[0], second: pair[1]}, f"it{iteration}-m{m}"))
+            pair = (learner, opponent) if (m // len(learners)) % 2 == 0 else (opponent, learner)
+            out.append(MatchPlan(game, seeds[m], {first: pair[0], second: pair[1]}, f"it{iteration}-m{m}"))
         return out
 
     def evaluation_plans(self, iteration: int, matches: int, games: dict[str, float], seats: dict[str, list[str]]) -> list[MatchPlan]:
@@ -179,14 +207,15 @@ class Population:
         if len(names) < 2:
             return []
         rng = np.random.default_rng([self.seed, iteration, EVAL_SALT])
+        pairs = uncertain_pairs(self.payoffs, names, matches, rng)
         game_names, weights = list(games), np.array(list(games.values()), dtype=float)
+        drawn = rng.choice(len(game_names), size=len(pairs), p=weights / weights.sum())
+        seeds = derive_seeds(len(pairs), self.seed, iteration, EVAL_SALT)
         out = []
-        for m, (a, b) in enumerate(uncertain_pairs(self.payoffs, names, matches, rng)):
-            game = game_names[rng.choice(len(game_names), p=weights / weights.sum())]
-            first, second = seats[game]
+        for m, (a, b) in enumerate(pairs):
+            first, second = seats[game_names[drawn[m]]]
             pair = (a, b) if m % 2 == 0 else (b, a)
-            seed = derive_seed(self.seed, iteration, EVAL_SALT + m)
-            out.append(MatchPlan(game, seed, {first: pair[0], second: pair[1]}, f"it{iteration}-e{m}"))
+            out.append(MatchPlan(game_names[drawn[m]], seeds[m], {first: pair[0], second: pair[1]}, f"it{iteration}-e{m}"))
         return out
 
     # ---- results -------------------------------------------------------------------------------
@@ -223,7 +252,6 @@ class Population:
             "elo": self.elo.state_dict(),
             "openskill": self.skill.state_dict(),
             "payoffs": self.payoffs.state_dict(),
-            "meta_strategy": self._meta,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -233,7 +261,7 @@ class Population:
         self.elo.load_state_dict(state["elo"])
         self.skill.load_state_dict(state["openskill"])
         self.payoffs.load_state_dict(state["payoffs"])
-        self._meta = state["meta_strategy"]
+        self._meta = None
 
 
 def seats_of(game_names: Sequence[str]) -> dict[str, list[str]]:

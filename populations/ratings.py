@@ -232,7 +232,7 @@ def _smoothed_wins(wins: np.ndarray, smoothing: float) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-_RANKS = {1.0: [1, 2], 0.5: [1, 1], 0.0: [2, 1]}  # a's score -> OpenSkill ranks of (a, b); lower is better
+_SCORES = (0.0, 0.5, 1.0)  # a loss, a draw, a win
 
 
 class OpenSkill:
@@ -267,10 +267,16 @@ class OpenSkill:
     def update(self, a: str, b: str, score_a: float) -> None:
         """Apply one match: ``score_a`` 1 (a won), 0 (b won) or 0.5 (a draw, i.e. equal ranks)."""
         _check_opponents(a, b, self._ratings)
-        if score_a not in _RANKS:
+        if score_a not in _SCORES:
             raise ValueError(f"score_a must be 1, 0.5 or 0, got {score_a}")
-        [[new_a], [new_b]] = self.model.rate([[self._ratings[a]], [self._ratings[b]]], ranks=_RANKS[score_a])
-        self._ratings[a], self._ratings[b] = new_a, new_b
+        ra, rb = self._ratings[a], self._ratings[b]
+        if score_a == 0.5:
+            [[ra], [rb]] = self.model.rate([[ra], [rb]], ranks=[1, 1])  # equal ranks: a draw
+        elif score_a == 1:  # teams in finishing order: the library's fast path, no ranks to sort
+            [[ra], [rb]] = self.model.rate([[ra], [rb]])
+        else:
+            [[rb], [ra]] = self.model.rate([[rb], [ra]])
+        self._ratings[a], self._ratings[b] = ra, rb
 
     def predict_win(self, a: str, b: str) -> float:
         """The model's probability that ``a`` beats ``b``."""
@@ -471,23 +477,45 @@ class PayoffTable:
         stacked = self._stack(names, roles)
         return stacked["wins"] + 0.5 * stacked["draws"]
 
-    def _stack(self, names: Sequence[str], roles: tuple[str, str] | None) -> dict[str, np.ndarray]:
-        """Every counter as an (N, N) array over ``names``, summed over role pairs when ``roles`` is None.
+    def win_rate_matrix(self, rows: Sequence[str], columns: Sequence[str]) -> np.ndarray:
+        """Win rates of each row player against each column player over every role pair, ½ where
+        unplayed: (len(rows), len(columns)) in one pass over the stored cells, for matchmakers
+        that weigh hundreds of candidates at once."""
+        counts = self._stack(rows, None, ("games", "wins", "draws"), columns)
+        scores = counts["wins"] + 0.5 * counts["draws"]
+        return np.divide(scores, counts["games"], out=np.full_like(scores, 0.5), where=counts["games"] > 0)
 
-        Walks the stored cells once, so it costs O(cells), never more than O(N² · role pairs).
+    def _stack(
+        self, names: Sequence[str], roles: tuple[str, str] | None, only: Sequence[str] = tuple(_FIELDS),
+        columns: Sequence[str] | None = None,
+    ) -> dict[str, np.ndarray]:  # fmt: skip
+        """The ``only`` counters as (N, M) arrays, rows ``names`` against ``columns`` (default the
+        same names), summed over role pairs when ``roles`` is None.
+
+        Walks the stored cells once, so it costs O(cells), never more than O(N·M · role pairs).
         """
         index = {name: i for i, name in enumerate(names)}
         if len(index) != len(names):
             raise ValueError(f"names must be distinct, got {list(names)}")
-        stacked = np.zeros((len(_FIELDS), len(names), len(names)))  # (fields, N, N)
+        column_index = index if columns is None else {name: j for j, name in enumerate(columns)}
+        wanted = [_FIELDS.index(f) for f in only]
+        rows, cols, values = [], [], []
         for (a, b), by_roles in self._cells.items():
-            i, j = index.get(a), index.get(b)
+            i, j = index.get(a), column_index.get(b)
             if i is None or j is None:
                 continue
             for cell_roles, counts in by_roles.items():
                 if roles is None or cell_roles == tuple(roles):
-                    stacked[:, i, j] += counts.values()
-        return dict(zip(_FIELDS, stacked, strict=True))
+                    rows.append(i)
+                    cols.append(j)
+                    values.append(counts.values())
+        shape = (len(names), len(column_index))
+        stacked = {field: np.zeros(shape) for field in only}
+        if values:
+            table = np.array(values)[:, wanted]  # (cells, fields)
+            for k, field in enumerate(only):
+                np.add.at(stacked[field], (rows, cols), table[:, k])
+        return stacked
 
     def role_pairs(self) -> list[tuple[str, str]]:
         """Every (role_a, role_b) seen, both orientations, sorted."""
@@ -624,14 +652,15 @@ def uncertain_pairs(
         raise ValueError(f"budget must be >= 0, got {budget}")
     if len(names) < 2:
         raise ValueError(f"need at least two members to pair, got {list(names)}")
-    stacked = table._stack(names, roles=None)
+    stacked = table._stack(names, None, ("games", "wins", "draws", "weight_sq"))
     row, col = np.triu_indices(len(names), k=1)  # (P,) each unordered pair once, P = N(N−1)/2
     lo, hi = _wilson_interval({k: v[row, col] for k, v in stacked.items()}, confidence)
     straddle = np.minimum(hi - 0.5, 0.5 - lo)  # (P,) > 0 exactly when 0.5 is inside the interval
     scores = np.maximum(straddle, 0.0) if (straddle > 0).any() else hi - lo
     tiebreak = rng.random(len(scores))
     counts = _apportion(scores, budget, tiebreak)
-    priority = np.lexsort((tiebreak, -scores))
+    chosen = np.flatnonzero(counts)  # order only the pairs that get matches: P is N²/2
+    priority = chosen[np.lexsort((tiebreak[chosen], -scores[chosen]))]
     return [(names[row[p]], names[col[p]]) for p in priority for _ in range(counts[p])]
 
 
@@ -644,7 +673,15 @@ def _apportion(scores: np.ndarray, budget: int, tiebreak: np.ndarray) -> np.ndar
     """
     quota = budget * scores / scores.sum()
     counts = np.floor(quota).astype(int)
-    left = budget - counts.sum()
-    by_remainder = np.lexsort((tiebreak, -(quota - counts)))
-    counts[by_remainder[:left]] += 1
+    left = int(budget - counts.sum())
+    if left <= 0:
+        return counts
+    remainder = quota - counts
+    threshold = np.partition(remainder, len(remainder) - left)[len(remainder) - left]  # O(P), no full sort
+    above = np.flatnonzero(remainder > threshold)
+    ties = np.flatnonzero(remainder == threshold)
+    counts[above] += 1
+    need = left - len(above)
+    first = np.argpartition(tiebreak[ties], need - 1)[:need] if need < len(ties) else slice(None)
+    counts[ties[first]] += 1  # the tied pairs with the smallest tiebreaks
     return counts

@@ -61,3 +61,26 @@ def test_pool_overhead_reports_the_ratio_and_break_even():
     (row,) = report["sizes"]
     assert row["matches"] == 16 and row["local_matches_per_s"] > 0 and row["ray_matches_per_s"] > 0
     assert "ratio_ray_vs_local" in row and "break_even_matches" in report and report["ray_startup_s"] > 0
+
+
+def test_population_overhead_reports_each_game_and_size():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "population_overhead.py"), "--quick"], capture_output=True, text=True, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(report["ratio_vs_match_time"]) == {"kuhn_poker", "tictactoe"}
+    for row in report["per_size"]:
+        assert row["matches"] == row["members"] * 16 * 2 + int(row["members"] * 16 * 0.125) * 2
+        assert row["match_s"] > 0 and row["overhead_s"] > 0 and row["ratio"] == row["overhead_s"] / row["match_s"]
+    assert set(report["overhead_per_match_growth_exponent"]) == {"kuhn_poker", "tictactoe"}
+
+
+def test_population_emergence_prints_every_matchmakers_final_value():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "population_emergence.py"), "--quick"], capture_output=True, text=True, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["iterations"] == 3 and set(report["final_mean"]) == {"self_play", "fictitious", "psro"}
+    for row in report["runs"].values():
+        assert 0 <= row["best"] <= row["first"] <= 0.5 and 0 <= row["final"] <= 0.5
+    assert report["ratio_vs_self_play"]["self_play"] == 1.0

@@ -373,3 +373,19 @@ def test_uncertain_pairs_edge_cases():
         uncertain_pairs(PayoffTable(), ["a", "b"], budget=-1, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="at least two"):
         uncertain_pairs(PayoffTable(), ["a"], budget=1, rng=np.random.default_rng(0))
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcd"), st.sampled_from("abcd"), st.sampled_from([-1.0, 0.0, 1.0]), st.booleans()),
+        max_size=30,
+    ),
+    st.sampled_from([1.0, 0.9]),
+)
+def test_win_rate_matrix_agrees_with_win_rate(matches, decay):
+    table = PayoffTable(decay=decay)
+    for a, b, ret, swap in matches:
+        table.record(a, b, ret, ("player_1", "player_0") if swap else ("player_0", "player_1"))
+    rows, columns = ["a", "b"], ["a", "c", "d", "e"]
+    expected = [[table.win_rate(r, c) for c in columns] for r in rows]
+    np.testing.assert_allclose(table.win_rate_matrix(rows, columns), expected)
