@@ -25,7 +25,8 @@ from populations.league import KINDS, League
 from populations.lineage import Lineage
 from populations.matchmaking import PFSP, PSRO, Fictitious, Matchmaker, SelfPlay, Skill
 from populations.metagame import meta_strategy
-from populations.ratings import Elo, OpenSkill, PayoffTable, uncertain_pairs
+from populations.payoffs import PayoffTable, uncertain_pairs
+from populations.ratings import Elo, OpenSkill
 
 EVAL_SALT = 7919  # evaluation matches draw their seeds apart from training matches
 

@@ -75,7 +75,7 @@ def test_a_league_with_pbt_trains_only_its_learners_and_records_its_lineage(tmp_
 
 @pytest.mark.slow
 def test_a_killed_population_run_resumes_exactly(tmp_path):
-    base = ["--set", f"population.size=2", "--set", "population.pbt.every=2", "--set", "population.matchmaker=pfsp"]
+    base = ["--set", "population.size=2", "--set", "population.pbt.every=2", "--set", "population.matchmaker=pfsp"]
     shrink = [arg for item in SHRINK for arg in ("--set", item)]
     config = [str(EXAMPLES / "kuhn_population.toml"), "--iterations", "5", *base, *shrink]
     whole = tmp_path / "whole"
