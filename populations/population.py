@@ -12,6 +12,7 @@ and LLMs, cheap enough for hundreds of members, and fully checkpointable as JSON
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -24,9 +25,9 @@ from populations.config import PopulationConfig
 from populations.league import KINDS, League
 from populations.lineage import Lineage
 from populations.matchmaking import PFSP, PSRO, Fictitious, Matchmaker, SelfPlay, Skill
-from populations.metagame import meta_strategy
+from populations.metagame import antisymmetric_from_win_rates, meta_strategy, nash_averaging
 from populations.payoffs import PayoffTable, uncertain_pairs
-from populations.ratings import Elo, OpenSkill
+from populations.ratings import Elo, OpenSkill, bradley_terry
 
 EVAL_SALT = 7919  # evaluation matches draw their seeds apart from training matches
 
@@ -237,10 +238,20 @@ class Population:
             self.skill.update(a, b, score)
 
     def ratings(self) -> list[dict]:
-        """One row per player: Elo, OpenSkill μ, σ and ordinal."""
+        """One row per player: online Elo, batch Bradley–Terry Elo (order-independent), OpenSkill
+        μ, σ and ordinal, and the Nash-average skill (Balduzzi et al. 2018: 0 inside the
+        maximum-entropy Nash of the log-odds game, negative outside; blind to redundant copies)."""
+        names = [*self.snapshots, *self.members]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a slowly converging fit still ranks
+            batch = bradley_terry(self.payoffs.wins_matrix(names))
+        _, nash_skill = nash_averaging(antisymmetric_from_win_rates(self.payoffs.win_rate_matrix(names, names)))
         return [
-            {"player": n, "elo": self.elo[n], "mu": self.skill.mu(n), "sigma": self.skill.sigma(n), "ordinal": self.skill.ordinal(n)}
-            for n in (*self.snapshots, *self.members)
+            {
+                "player": n, "elo": self.elo[n], "bradley_terry": float(bt), "mu": self.skill.mu(n),
+                "sigma": self.skill.sigma(n), "ordinal": self.skill.ordinal(n), "nash_average": float(skill),
+            }
+            for n, bt, skill in zip(names, batch, nash_skill)
         ]  # fmt: skip
 
     # ---- state ---------------------------------------------------------------------------------

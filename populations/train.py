@@ -268,10 +268,13 @@ class PopulationTrainer(Trainer):
         self.past.extend(tensors["past"])
 
     def _write_population(self) -> None:
-        """The run directory's ``population.json`` (DESIGN.md) and the lineage as GraphML."""
+        """The run directory's ``population.json`` (DESIGN.md), the payoff table as a tidy
+        ``payoffs.csv`` (per seat pair: counts, mean, confidence interval) and the lineage as
+        GraphML."""
         state = self.population.state_dict()
         state["ratings"] = self.population.ratings()
         _atomic_write(self.run_dir / "population.json", json.dumps(state, indent=1, default=float))
+        _atomic_write(self.run_dir / "payoffs.csv", self.population.payoffs.to_frame().to_csv(index=False))
         staging = self.run_dir / ".lineage.graphml.tmp"
         self.population.lineage.write_graphml(staging)
         staging.replace(self.run_dir / "lineage.graphml")

@@ -152,6 +152,21 @@ def test_results_update_payoffs_per_seat_pair_elo_and_openskill():
     assert pop.members["m0"].matches_since_snapshot == 3 and pop.payoffs.games("m0", "m0@0") == 2
 
 
+def test_ratings_rank_a_transitive_population_every_way():
+    pop = population(matchmaker="fictitious")
+    for it in (0, 5):
+        pop.take_snapshot("m0", it)
+    play(pop, "m0", "m0@5", wins=7, losses=3)  # m0 > m0@5 > m0@0
+    play(pop, "m0", "m0@0", wins=9, losses=1)
+    play(pop, "m0@5", "m0@0", wins=7, losses=3)
+    rows = {r["player"]: r for r in pop.ratings()}
+    for column in ("elo", "bradley_terry", "mu", "ordinal"):
+        assert rows["m0"][column] > rows["m0@5"][column] > rows["m0@0"][column], column
+    # the Nash of a transitive game is its top player: it scores 0, the others below
+    assert rows["m0"]["nash_average"] == pytest.approx(0, abs=1e-6)
+    assert rows["m0@0"]["nash_average"] < rows["m0@5"]["nash_average"] < 0
+
+
 def test_population_state_round_trips_through_json():
     pop = population(matchmaker="pfsp", size=2, opponents=[])
     pop.take_snapshot("m0", 0)

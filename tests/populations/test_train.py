@@ -69,6 +69,10 @@ def test_a_league_with_pbt_trains_only_its_learners_and_records_its_lineage(tmp_
     assert any(c.startswith("pbt: copied") for c in changes), changes
     assert any("league reset" in c for c in changes), changes
     assert {r["player"] for r in state["ratings"]} >= {"main_0", "main_0@0"}
+    assert {"elo", "bradley_terry", "mu", "sigma", "ordinal", "nash_average"} <= set(state["ratings"][0])
+    payoffs = pd.read_csv(run / "payoffs.csv")
+    assert list(payoffs.columns) == ["role_a", "role_b", "a", "b", "games", "wins", "draws", "losses", "mean", "lo", "hi"]
+    assert set(payoffs.role_a) == {"player_0", "player_1"} and (payoffs.games > 0).all()
     graph = nx.read_graphml(run / "lineage.graphml")
     assert set(graph.nodes) == {n["id"] for n in state["lineage"]["nodes"]}
 
@@ -133,3 +137,36 @@ def test_the_example_sweep_runs_twelve_runs_into_one_table(tmp_path):
     again = runner.invoke(app, ["sweep", str(EXAMPLES / "sweep_kuhn_population.toml"), "--out", str(out)])
     assert again.exit_code == 0
     assert pd.read_parquet(out / "results.parquet").drop(columns="seconds").equals(table.drop(columns="seconds"))
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_its_runs_as_ray_tasks(tmp_path):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(
+        f'config = "{EXAMPLES / "kuhn_population.toml"}"\npool = "ray"\nparallel = 2\n'
+        'set = ["iterations=1", "rollout.matches=8", "population.eval_matches=0"]\n'
+        '[grid]\n"population.matchmaker" = ["self_play", "psro"]\n'
+    )
+    result = runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert list(table["population.matchmaker"]) == ["self_play", "psro"] and (table.status == "done").all()
+    assert all((Path(d) / "population.json").exists() for d in table.run_dir)
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('config = "kuhn_population.toml"\nparallel = 0', "parallel"),
+        ('config = "kuhn_population.toml"\n[grid]\n"population.matchmaker" = ["self_play", "chess_club"]', "population.matchmaker"),
+        ('config = "missing.toml"', "no such file"),
+        ('config = "kuhn_population.toml"\nshuffle = true', "shuffle"),
+    ],
+)
+def test_bad_sweep_files_are_one_line_naming_the_field(tmp_path, text, field):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(text.replace("kuhn_population.toml", str(EXAMPLES / "kuhn_population.toml")))
+    result = runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert field in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "out").exists()
