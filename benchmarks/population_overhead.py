@@ -84,7 +84,9 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=6)
     parser.add_argument("--matches-per-member", type=int, default=16, help="training matches per member per iteration")
     parser.add_argument("--eval-fraction", type=float, default=0.125, help="evaluation matches, as a share of training ones")
-    parser.add_argument("--checkpoint-every", type=int, default=3, help="serialise the population state every N iterations")
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=3, help="serialise the population state every N iterations (examples: 10)"
+    )
     parser.add_argument("--quick", action="store_true", help="sizes 8 and 16, 2 iterations: a smoke test")
     args = parser.parse_args()
     sizes, iterations = ([8, 16], 2) if args.quick else (args.sizes, args.iterations)

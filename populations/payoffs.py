@@ -109,6 +109,11 @@ class PayoffTable:
             raise ValueError(f"decay must lie in (0, 1] (1 keeps every match; AlphaStar uses 0.99), got {decay}")
         self.decay = decay
         self._cells: dict[tuple[str, str], dict[tuple[str, str], _Counts]] = {}  # (a, b) -> roles -> counts
+        # Over every role pair, dense by player index: games, score (wins + ½ draws), Σw². Kept up
+        # to date per match so matchmakers and the scheduler read whole blocks without a pass over
+        # the cells (8·3 bytes per ordered pair: 24 MiB at 1,000 players).
+        self._index: dict[str, int] = {}
+        self._dense = np.zeros((3, 0, 0))
 
     def record(
         self, a: str, b: str, return_a: float, roles: tuple[str, str] = ("", ""), return_b: float | None = None
@@ -131,6 +136,39 @@ class PayoffTable:
                 backward.forget(self.decay)
         forward.observe(return_a, return_b)
         backward.observe(return_b, return_a)
+        self._aggregate(a, b)
+        self._aggregate(b, a)
+
+    def _aggregate(self, a: str, b: str) -> None:
+        """Refresh the dense totals of (a, b) from its cells (a few role pairs)."""
+        i, j = self._player(a), self._player(b)
+        games = score = weight_sq = 0.0
+        for c in self._cells[(a, b)].values():
+            games += c.games
+            score += c.wins + 0.5 * c.draws
+            weight_sq += c.weight_sq
+        self._dense[0, i, j], self._dense[1, i, j], self._dense[2, i, j] = games, score, weight_sq
+
+    def _player(self, name: str) -> int:
+        index = self._index.get(name)
+        if index is None:
+            index = self._index[name] = len(self._index)
+            if index >= self._dense.shape[1]:  # grow by doubling: amortised O(1)
+                grown = np.zeros((3, 2 * index + 8, 2 * index + 8))
+                grown[:, :index, :index] = self._dense[:, :index, :index]
+                self._dense = grown
+        return index
+
+    def _block(self, rows: Sequence[str], columns: Sequence[str]) -> np.ndarray:
+        """(3, R, C) dense totals — games, score, Σw² — of rows against columns; 0 where unplayed."""
+        r = np.array([self._index.get(n, -1) for n in rows], dtype=int)
+        c = np.array([self._index.get(n, -1) for n in columns], dtype=int)
+        if (r >= 0).all() and (c >= 0).all():  # the usual case: two contiguous takes, no scatter
+            return self._dense.take(r, axis=1).take(c, axis=2)
+        block = np.zeros((3, len(rows), len(columns)))
+        known_r, known_c = np.flatnonzero(r >= 0), np.flatnonzero(c >= 0)
+        block[:, known_r[:, None], known_c[None, :]] = self._dense[:, r[known_r][:, None], c[known_c][None, :]]
+        return block
 
     def _cell(self, a: str, b: str, roles: tuple[str, str]) -> _Counts:
         by_roles = self._cells.setdefault((a, b), {})
@@ -196,43 +234,28 @@ class PayoffTable:
 
     def win_rate_matrix(self, rows: Sequence[str], columns: Sequence[str]) -> np.ndarray:
         """Win rates of each row player against each column player over every role pair, ½ where
-        unplayed: (len(rows), len(columns)) in one pass over the stored cells, for matchmakers
-        that weigh hundreds of candidates at once."""
-        counts = self._stack(rows, None, ("games", "wins", "draws"), columns)
-        scores = counts["wins"] + 0.5 * counts["draws"]
-        return np.divide(scores, counts["games"], out=np.full_like(scores, 0.5), where=counts["games"] > 0)
+        unplayed: (len(rows), len(columns)) read from the dense totals, for matchmakers that weigh
+        hundreds of candidates at once."""
+        games, score, _ = self._block(rows, columns)
+        return np.divide(score, games, out=np.full_like(score, 0.5), where=games > 0)
 
-    def _stack(
-        self, names: Sequence[str], roles: tuple[str, str] | None, only: Sequence[str] = tuple(_FIELDS),
-        columns: Sequence[str] | None = None,
-    ) -> dict[str, np.ndarray]:  # fmt: skip
-        """The ``only`` counters as (N, M) arrays, rows ``names`` against ``columns`` (default the
-        same names), summed over role pairs when ``roles`` is None.
+    def _stack(self, names: Sequence[str], roles: tuple[str, str] | None) -> dict[str, np.ndarray]:
+        """Every counter as an (N, N) array over ``names``, summed over role pairs when ``roles`` is None.
 
-        Walks the stored cells once, so it costs O(cells), never more than O(N·M · role pairs).
+        Walks the stored cells once, so it costs O(cells), never more than O(N² · role pairs).
         """
         index = {name: i for i, name in enumerate(names)}
         if len(index) != len(names):
             raise ValueError(f"names must be distinct, got {list(names)}")
-        column_index = index if columns is None else {name: j for j, name in enumerate(columns)}
-        wanted = [_FIELDS.index(f) for f in only]
-        rows, cols, values = [], [], []
+        stacked = np.zeros((len(_FIELDS), len(names), len(names)))  # (fields, N, N)
         for (a, b), by_roles in self._cells.items():
-            i, j = index.get(a), column_index.get(b)
+            i, j = index.get(a), index.get(b)
             if i is None or j is None:
                 continue
             for cell_roles, counts in by_roles.items():
                 if roles is None or cell_roles == tuple(roles):
-                    rows.append(i)
-                    cols.append(j)
-                    values.append(counts.values())
-        shape = (len(names), len(column_index))
-        stacked = {field: np.zeros(shape) for field in only}
-        if values:
-            table = np.array(values)[:, wanted]  # (cells, fields)
-            for k, field in enumerate(only):
-                np.add.at(stacked[field], (rows, cols), table[:, k])
-        return stacked
+                    stacked[:, i, j] += counts.values()
+        return dict(zip(_FIELDS, stacked, strict=True))
 
     def role_pairs(self) -> list[tuple[str, str]]:
         """Every (role_a, role_b) seen, both orientations, sorted."""
@@ -251,8 +274,11 @@ class PayoffTable:
         """Restore what :meth:`state_dict` saved, replacing the decay and every cell."""
         self.decay = float(state["decay"])
         self._cells = {}
+        self._index, self._dense = {}, np.zeros((3, 0, 0))
         for role_a, role_b, a, b, *counters in state["cells"]:
             self._cells.setdefault((a, b), {})[(role_a, role_b)] = _Counts(*map(float, counters))
+        for a, b in self._cells:
+            self._aggregate(a, b)
 
     def to_frame(self, confidence: float = 0.95) -> pd.DataFrame:
         """One row per cell: role_a, role_b, a, b, games, wins, draws, losses, mean and its interval lo, hi."""
@@ -369,9 +395,12 @@ def uncertain_pairs(
         raise ValueError(f"budget must be >= 0, got {budget}")
     if len(names) < 2:
         raise ValueError(f"need at least two members to pair, got {list(names)}")
-    stacked = table._stack(names, None, ("games", "wins", "draws", "weight_sq"))
+    if len(set(names)) != len(names):
+        raise ValueError(f"names must be distinct, got {list(names)}")
+    games, score, weight_sq = table._block(names, names)
     row, col = np.triu_indices(len(names), k=1)  # (P,) each unordered pair once, P = N(N−1)/2
-    lo, hi = _wilson_interval({k: v[row, col] for k, v in stacked.items()}, confidence)
+    pairs = {"games": games[row, col], "wins": score[row, col], "draws": np.zeros(len(row)), "weight_sq": weight_sq[row, col]}
+    lo, hi = _wilson_interval(pairs, confidence)  # "wins" carries the score: wins + ½ draws
     straddle = np.minimum(hi - 0.5, 0.5 - lo)  # (P,) > 0 exactly when 0.5 is inside the interval
     scores = np.maximum(straddle, 0.0) if (straddle > 0).any() else hi - lo
     tiebreak = rng.random(len(scores))

@@ -101,6 +101,8 @@ class Population:
 
     def snapshot_names(self, member: str | None = None, kind: str | None = None) -> list[str]:
         """Historical players, oldest first, optionally of one member or one kind."""
+        if member is None and kind is None:
+            return list(self.snapshots)
         return [
             s.name for s in self.snapshots.values()
             if (member is None or s.member == member) and (kind is None or s.kind == kind)

@@ -238,3 +238,6 @@ def test_win_rate_matrix_agrees_with_win_rate(matches, decay):
     rows, columns = ["a", "b"], ["a", "c", "d", "e"]
     expected = [[table.win_rate(r, c) for c in columns] for r in rows]
     np.testing.assert_allclose(table.win_rate_matrix(rows, columns), expected)
+    reloaded = PayoffTable()
+    reloaded.load_state_dict(json.loads(json.dumps(table.state_dict())))
+    np.testing.assert_allclose(reloaded.win_rate_matrix(rows, columns), expected)
