@@ -1,11 +1,5 @@
 """Self-play training end to end: config errors, a short run, exact resume after SIGKILL, SmolLM2."""
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +11,7 @@ from marl.config import ConfigError, load_config
 from marl.train import Trainer
 from populations.config import load_run_config
 from populations.sweep import expand, load_sweep
+from tests.runs import comparable, events, train_killed_after
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -99,10 +94,6 @@ def test_extends_loops_are_refused(tmp_path):
         load_config(tmp_path / "a.toml")
 
 
-def events(run_dir):
-    return [json.loads(line) for line in (Path(run_dir) / "events.jsonl").read_text().splitlines()]
-
-
 def test_a_short_run_writes_the_run_directory(tmp_path):
     config = load_config(write(tmp_path, SHORT_KUHN.format(iterations=2)))
     trainer = Trainer(config, tmp_path / "run")
@@ -123,31 +114,13 @@ def test_a_short_run_writes_the_run_directory(tmp_path):
     assert load_config(tmp_path / "run" / "config.toml") == config
 
 
-def comparable(records):
-    """Iteration events without wall-clock fields and the run's own name."""
-    return [
-        {k: v for k, v in r.items() if k not in ("timestamp", "run_id") and not k.startswith("perf/")}
-        for r in records if r["kind"] == "iteration"
-    ]  # fmt: skip
-
-
 @pytest.mark.slow
 def test_a_killed_run_resumes_exactly(tmp_path):
     config = write(tmp_path, SHORT_KUHN.format(iterations=5))
     whole = tmp_path / "whole"
     assert runner.invoke(app, ["train", str(config), "--run-dir", str(whole), "--quiet"]).exit_code == 0
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coevo.cli", "train", str(config), "--run-dir", str(killed), "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.time() + 300
-    while time.time() < deadline:  # kill it mid-way: after iteration 3 is logged, before 4 is
-        if (killed / "events.jsonl").exists() and '"iteration": 3, "kind": "iteration"' in (killed / "events.jsonl").read_text():
-            break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    train_killed_after([str(config)], killed, iteration=3)
     result = runner.invoke(app, ["train", "--resume", str(killed), "--quiet"])
     assert result.exit_code == 0, result.output
     assert comparable(events(killed)) == comparable(events(whole))

@@ -2,11 +2,8 @@
 trained, exact resume after SIGKILL, config errors, and a 12-run sweep."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import networkx as nx
@@ -21,21 +18,11 @@ from marl.learner import trainable_weights
 from marl.train import load_model
 from populations.config import load_run_config
 from populations.train import PopulationTrainer
+from tests.runs import comparable, events, train_killed_after
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SHRINK = ["rollout.matches=32", "rollout.concurrency=32", "population.eval_matches=8", "checkpoint_every=2"]
-
-
-def events(run_dir):
-    return [json.loads(line) for line in (Path(run_dir) / "events.jsonl").read_text().splitlines()]
-
-
-def comparable(records):
-    return [
-        {k: v for k, v in r.items() if k not in ("timestamp", "run_id") and "perf/" not in k}
-        for r in records if r["kind"] == "iteration"
-    ]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -86,17 +73,7 @@ def test_a_killed_population_run_resumes_exactly(tmp_path):
     result = runner.invoke(app, ["train", *config, "--run-dir", str(whole), "--quiet"])
     assert result.exit_code == 0, result.output
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coevo.cli", "train", *config, "--run-dir", str(killed), "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.time() + 300
-    while time.time() < deadline:  # after iteration 3 is logged (checkpoint at 2), before 4 is
-        if (killed / "events.jsonl").exists() and '"iteration": 3, "kind": "iteration"' in (killed / "events.jsonl").read_text():
-            break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    train_killed_after(config, killed, iteration=3)  # after the checkpoint at 2
     result = runner.invoke(app, ["train", "--resume", str(killed), "--quiet"])
     assert result.exit_code == 0, result.output
     assert comparable(events(killed)) == comparable(events(whole))
@@ -137,6 +114,13 @@ def test_the_example_sweep_runs_twelve_runs_into_one_table(tmp_path):
     again = runner.invoke(app, ["sweep", str(EXAMPLES / "sweep_kuhn_population.toml"), "--out", str(out)])
     assert again.exit_code == 0
     assert pd.read_parquet(out / "results.parquet").drop(columns="seconds").equals(table.drop(columns="seconds"))
+    # and so does the example script, which then compares the matchmakers
+    script = subprocess.run(
+        [sys.executable, str(EXAMPLES / "sweep_kuhn_population.py"), "--out", str(out)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "12/12 runs done" in script.stdout
+    assert all(name in script.stdout for name in ("fictitious", "psro", "self_play"))
 
 
 @pytest.mark.slow
