@@ -2,8 +2,8 @@
 
 Populations of 8, 64 and 256 scripted players (the game's scripted players, repeated under
 distinct names) go through what population training does each iteration, minus learning:
-PFSP matchmaking over every past snapshot (each member snapshotted every 2 iterations, so 3×N
-historical players by the end), the evaluation scheduler's matches, payoff, Elo and OpenSkill
+PFSP matchmaking over every historical player (the members, fixed here, and their snapshots,
+taken every 2 iterations: 4×N by the end), the evaluation scheduler's matches, payoff, Elo and OpenSkill
 updates for every match, snapshots with their lineage, and the population's state serialised as
 for a checkpoint every ``--checkpoint-every`` iterations. Overhead is the time in all of that over
 the time playing the matches (the batched engine, the same in every run): the baseline is measured

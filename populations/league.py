@@ -84,12 +84,12 @@ class League:
             if pop.win_rate(learner, main) > 0.1:
                 return main
             return self._pfsp_or(pop, learner, pop.snapshot_names(member=main), "variance", rng, main)
-        return self._pfsp_or(pop, learner, pop.snapshot_names(), "linear_capped", rng, learner)
+        return self._pfsp_or(pop, learner, pop.historical(), "linear_capped", rng, learner)
 
     def _main_opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
         coin = rng.random()
         if coin < 0.5:
-            return self._pfsp_or(pop, learner, pop.snapshot_names(), "squared", rng, learner)
+            return self._pfsp_or(pop, learner, pop.historical(), "squared", rng, learner)
         main = self._random_main(pop, rng)
         if coin < 0.65:
             verified = self._verification(pop, learner, main, rng)
@@ -139,6 +139,6 @@ class League:
         if pop.members[name].kind == "main_exploiter":
             relevant = [n for n, m in pop.members.items() if m.kind == "main"]
         else:
-            relevant = pop.snapshot_names()
+            relevant = pop.historical()
         rates = pop.win_rates(name, relevant)
         return (len(rates) > 0 and rates.min() > self.config.win_rate) or played > self.config.max_matches

@@ -2,22 +2,24 @@
 
 Every matchmaker answers one question, ``opponents(population, learner, count, rng) -> names``:
 whom the learner plays in its ``count`` matches this iteration; a name is a live member (possibly
-the learner itself) or a frozen snapshot. Weights are computed once per learner and iteration,
-then sampled ``count`` times, so matchmaking stays a small fraction of match time even for
-hundreds of members with thousands of snapshots (``benchmarks/population_overhead.py``). They are chosen by name in the
-config (``population.matchmaker``):
+the learner itself) or a historical player (a frozen snapshot, or a fixed member such as a
+scripted player). Weights are computed once per learner and iteration, then sampled ``count``
+times, so matchmaking stays cheap for hundreds of members with thousands of snapshots
+(``benchmarks/population_overhead.py``). They are chosen by name in the config
+(``population.matchmaker``):
 
 - ``self_play``: the learner's latest self against itself (SPIRAL).
-- ``fictitious``: uniform over every past snapshot (fictitious self-play as an opponent sampler,
-  Heinrich et al. 2015): the learner best-responds to the average of its history.
-- ``pfsp``: prioritised fictitious self-play (AlphaStar): snapshot B is drawn with probability
-  ``f(P[learner beats B]) / Σ_C f(P[learner beats C])`` under one of AlphaStar's weightings
-  (``PFSP_WEIGHTINGS``), so hard opponents are met more often; an untried one counts as x = ½.
+- ``fictitious``: uniform over the historical players (fictitious self-play as an opponent
+  sampler, Heinrich et al. 2015): the learner best-responds to the average of its history.
+- ``pfsp``: prioritised fictitious self-play (AlphaStar): historical player B is drawn with
+  probability ``f(P[learner beats B]) / Σ_C f(P[learner beats C])`` under one of AlphaStar's
+  weightings (``PFSP_WEIGHTINGS``), so hard opponents are met more often; an untried one counts
+  as x = ½.
 - ``skill``: rating-matched play: OpenSkill predicts each candidate's win probability against the
   learner and the closest to ½ are preferred (the FTW/TrueSkill "match quality" idea).
-- ``psro``: opponents drawn from the meta-strategy — the meta-solver's mixture over the frozen
-  population given the empirical payoff matrix — so the learner trains as a best response to it
-  and its snapshots are the new policies PSRO adds (Lanctot et al. 2017).
+- ``psro``: opponents drawn from the meta-strategy — the meta-solver's mixture over the
+  historical players given the empirical payoff matrix — so the learner trains as a best
+  response to it and its snapshots are the new policies PSRO adds (Lanctot et al. 2017).
 - ``league``: AlphaStar's league (``populations.league``).
 """
 
@@ -70,7 +72,7 @@ class SelfPlay:
 
 class Fictitious:
     def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
-        past = pop.snapshot_names()
+        past = pop.historical()
         return [past[i] for i in rng.integers(len(past), size=count)] if past else [learner] * count
 
 
@@ -80,7 +82,7 @@ class PFSP:
         self.weighting = weighting
 
     def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
-        past = pop.snapshot_names()
+        past = pop.historical()
         return pfsp_choice(pop, learner, past, self.weighting, rng, count) if past else [learner] * count
 
 

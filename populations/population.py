@@ -108,6 +108,10 @@ class Population:
             if (member is None or s.member == member) and (kind is None or s.kind == kind)
         ]  # fmt: skip
 
+    def historical(self) -> list[str]:
+        """The frozen players matchmakers draw from: every snapshot, and the fixed members."""
+        return [*self.snapshots, *(n for n, m in self.members.items() if not m.trainable)]
+
     def take_snapshot(self, member: str, iteration: int, change: str = "snapshot", strategy: dict | None = None) -> str:
         """Freeze ``member`` as it is now; its line continues from the snapshot."""
         m = self.members[member]
@@ -143,7 +147,7 @@ class Population:
 
     def _meta_players(self) -> list[str]:
         if self.config.matchmaker in ("psro", "fictitious"):
-            return self.snapshot_names()  # the policies they add; the learner is the response in progress
+            return self.historical()  # the policies they add; the learner is the response in progress
         if self.config.matchmaker == "self_play":
             return self.learners()
         return self.snapshot_names() + list(self.members)

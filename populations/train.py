@@ -77,7 +77,7 @@ class PopulationTrainer(Trainer):
         self.seats = seats_of(list(config.games))
         hparams = {name: float(getattr(config.optim, name)) for name in config.population.pbt.ranges}
         self.population = Population(config.population, config.model, hparams, config.seed)
-        self.live: dict[str, Live] = {name: self._new_live(name) for name in self.population.learners()}
+        self.live: dict[str, Live] = {name: self._new_live() for name in self.population.learners()}
         self.initial = trainable_weights(next(iter(self.live.values())).policy.model)
         self.frozen: dict[str, dict[str, torch.Tensor]] = {}  # snapshot -> weights
         self._loaded: OrderedDict[str, SeatSpec] = OrderedDict()
@@ -93,7 +93,7 @@ class PopulationTrainer(Trainer):
             self._snapshot(name, 0, "initial")
         self.population.begin_iteration()
 
-    def _new_live(self, name: str) -> Live:
+    def _new_live(self) -> Live:
         policy = load_model(self.config)
         return Live(policy, Learner(policy, self.config.optim, updates=self.config.iterations), {})
 

@@ -311,3 +311,11 @@ def test_pbt_resamples_within_range_and_needs_two_members():
     assert exploit_and_explore({"a": 0.0}, {"a": {"lr": 5e-4}}, config, np.random.default_rng(3)) == []
     with pytest.raises(ValueError, match="ranges.lr"):
         PBTConfig(ranges={"lr": (0.0, 1.0)})
+
+
+def test_fixed_members_are_historical_players_and_never_learners():
+    pop = population(matchmaker="fictitious", opponents=["nash", "random"])
+    assert pop.learners() == ["m0"] and pop.historical() == ["nash", "random"]
+    pop.take_snapshot("m0", 0)
+    opponents = {n for p in pop.plans(1, 60, GAMES, SEATS) for n in p.seats.values()} - {"m0"}
+    assert opponents == {"m0@0", "nash", "random"}

@@ -154,3 +154,17 @@ def test_bad_sweep_files_are_one_line_naming_the_field(tmp_path, text, field):
     assert result.exit_code == 2, result.output
     assert field in result.output and len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_scripted_opponents_join_the_population_and_its_mixture(tmp_path):
+    config = load_run_config(
+        EXAMPLES / "kuhn_population.toml",
+        ["iterations=1", "rollout.matches=12", "population.eval_matches=0", "population.opponents=['nash']"],
+    )
+    PopulationTrainer(config, tmp_path / "run").run()
+    (record,) = [r for r in events(tmp_path / "run") if r["kind"] == "iteration"]
+    episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
+    assert any("nash" in e.members.values() for e in episodes)
+    assert not any(t.member == "nash" and t.completion_ids for e in episodes for t in e.turns)  # scripted: no tokens
+    assert set(record["population/meta_strategy"]) <= {"m0@0", "m0@1", "nash"}
+    assert record["m0/learner/samples"] == sum(t.member == "m0" for e in episodes for t in e.turns)
