@@ -205,7 +205,7 @@ class PopulationTrainer(Trainer):
         self._snapshot(exploit.member, iteration, "snapshot before pbt")
         donor_snapshot = self._snapshot(exploit.donor, iteration, "snapshot")
         me, donor = self.live[exploit.member], self.live[exploit.donor]
-        me.learner.load_state_dict(donor.learner.state_dict())
+        me.learner.load_state_dict(copy.deepcopy(donor.learner.state_dict()))  # torch would share the moments
         me.learner.set_hparams(exploit.hparams)
         me.baselines.clear()
         me.baselines.update(donor.baselines)

@@ -46,6 +46,13 @@ def test_a_league_with_pbt_trains_only_its_learners_and_records_its_lineage(tmp_
         for name in trainer.live:
             own = sum(1 for e in training for t in e.turns if t.member == name and t.completion_ids)
             assert record.get(f"{name}/learner/samples", 0.0) == own
+    # a PBT copy owns its optimiser state: no Adam moment is shared between two members
+    storage = {}
+    for name, live in trainer.live.items():
+        for state in live.learner.optimizer.state.values():
+            for value in state.values():
+                if torch.is_tensor(value) and value.dim():
+                    assert storage.setdefault(value.data_ptr(), name) == name, "shared optimiser state"
     # snapshots stay frozen: the initial ones still hold the initial model's weights
     initial = trainable_weights(load_model(config).model)
     for name in ("main_0@0", "league_exploiter_1@0"):
