@@ -100,7 +100,7 @@ class Population:
         return trainable or list(self.members)
 
     def snapshot_names(self, member: str | None = None, kind: str | None = None) -> list[str]:
-        """Historical players, oldest first, optionally of one member or one kind."""
+        """Snapshots, oldest first, optionally of one member or one kind."""
         if member is None and kind is None:
             return list(self.snapshots)
         return [
