@@ -19,6 +19,7 @@ from populations.league import LeagueConfig
 from populations.pbt import PBTConfig
 
 MATCHMAKERS = ("self_play", "fictitious", "pfsp", "skill", "psro", "league")
+SAMPLING_HPARAMS = ("temperature", "top_p")  # a member's own sampling settings, which PBT may tune
 
 
 class PopulationConfig(Strict):
@@ -50,9 +51,12 @@ class RunConfig(TrainConfig):
             return self
         if self.population.size == 0 and self.population.matchmaker != "league":
             raise ValueError("population.size: training needs at least one trainable member")
-        unknown = sorted(set(self.population.pbt.ranges) - set(type(self.optim).model_fields))
+        ranges = self.population.pbt.ranges
+        unknown = sorted(set(ranges) - set(type(self.optim).model_fields) - set(SAMPLING_HPARAMS))
         if unknown:
-            raise ValueError(f"population.pbt.ranges: {unknown} are not optim settings")
+            raise ValueError(f"population.pbt.ranges: {unknown} are neither optim settings nor {' or '.join(SAMPLING_HPARAMS)}")
+        if "top_p" in ranges and ranges["top_p"][1] > 1:
+            raise ValueError("population.pbt.ranges: top_p is a probability; its range must end at 1 or below")
         if self.population.opponents:
             if len(self.games) != 1:
                 raise ValueError("population.opponents: scripted members need a run of one game")

@@ -27,7 +27,7 @@ class PBTConfig(BaseModel):
     factors: tuple[float, float] = Field((0.8, 1.2), description="perturbation factors (Ray Tune: 1.2, 0.8)")
     ranges: dict[str, tuple[float, float]] = Field(
         {"lr": (1e-4, 3e-3), "entropy_coef": (1e-3, 0.3)},
-        description="hyper-parameters PBT tunes (optim.<name>), each with the range resampling draws from",
+        description="hyper-parameters PBT tunes (optim.<name>, temperature, top_p), each with the range resampling draws from",
     )
 
     @model_validator(mode="after")

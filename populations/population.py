@@ -38,7 +38,7 @@ class Member:
     player: str  # the model (tiny, smollm2-135m, hf:…) or scripted player it is
     kind: str = "main"  # main | main_exploiter | league_exploiter | fixed
     trainable: bool = True
-    hparams: dict[str, float] = field(default_factory=dict)  # what PBT tunes (optim.<name>)
+    hparams: dict[str, float] = field(default_factory=dict)  # what PBT tunes: optim settings, temperature, top_p
     matches_since_snapshot: int = 0  # the league's checkpoint clock
 
 
@@ -50,6 +50,7 @@ class Snapshot:
     player: str
     iteration: int
     strategy: dict[str, float] | None = None  # its exact Kuhn strategy, when the game is Kuhn poker
+    hparams: dict[str, float] = field(default_factory=dict)  # its member's, frozen with it (sampling included)
 
 
 def make_matchmaker(config: PopulationConfig) -> Matchmaker | League:
@@ -117,7 +118,7 @@ class Population:
         m = self.members[member]
         name = f"{member}@{iteration}"
         if name not in self.snapshots:
-            self.snapshots[name] = Snapshot(name, member, m.kind, m.player, iteration, strategy)
+            self.snapshots[name] = Snapshot(name, member, m.kind, m.player, iteration, strategy, dict(m.hparams))
             parent = self.lineage.parent(member)
             since = self.lineage.change(parent, member) if parent else "continues"  # a PBT copy or reset since
             change = change if since == "continues" else f"{since}; then {change}"

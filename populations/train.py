@@ -44,7 +44,7 @@ from marl.pools import LocalPool, Members
 from marl.rollout import RolloutEngine, SeatSpec
 from marl.scripted import ScriptedPolicy
 from marl.train import Trainer, _atomic_write, _pairs, _unpairs, load_model, trained_seat
-from populations.config import RunConfig
+from populations.config import SAMPLING_HPARAMS, RunConfig
 from populations.league import League
 from populations.pbt import Exploit, exploit_and_explore
 from populations.population import Population, seats_of
@@ -54,6 +54,11 @@ KUHN_SCRIPTED = {  # exact strategies of Kuhn's scripted players, for the mixtur
     "random": kuhn_analysis.uniform, "nash": kuhn_analysis.nash, "always_bet": kuhn_analysis.always_bet,
     "never_bluff": kuhn_analysis.never_bluff,
 }  # fmt: skip
+
+
+def _optim_settings(hparams: dict[str, float]) -> dict[str, float]:
+    """A member's hyper-parameters that belong to its learner (the rest are sampling settings)."""
+    return {k: v for k, v in hparams.items() if k not in SAMPLING_HPARAMS}
 
 
 @dataclass
@@ -75,7 +80,10 @@ class PopulationTrainer(Trainer):
         self.run_dir = Path(run_dir)
         self.iteration = 0
         self.seats = seats_of(list(config.games))
-        hparams = {name: float(getattr(config.optim, name)) for name in config.population.pbt.ranges}
+        hparams = {
+            name: float(getattr(config.rollout if name in SAMPLING_HPARAMS else config.optim, name))
+            for name in config.population.pbt.ranges
+        }
         self.population = Population(config.population, config.model, hparams, config.seed)
         self.live: dict[str, Live] = {name: self._new_live() for name in self.population.learners()}
         self.initial = trainable_weights(next(iter(self.live.values())).policy.model)
@@ -99,8 +107,18 @@ class PopulationTrainer(Trainer):
 
     # ---- players -------------------------------------------------------------------------------
 
+    def _config_of(self, hparams: dict[str, float]) -> RunConfig:
+        """The run's config as one member has it: its own optim and sampling settings."""
+        sampling = {k: v for k, v in hparams.items() if k in SAMPLING_HPARAMS}
+        optim = self.config.optim.model_copy(update=_optim_settings(hparams))
+        return self.config.model_copy(update={"optim": optim, "rollout": self.config.rollout.model_copy(update=sampling)})
+
+    def _temperature(self, hparams: dict[str, float]) -> float:
+        """The temperature forced choice plays (and learns, and is analysed) at; 1 for free text."""
+        return self._config_of(hparams).rollout.temperature if self.config.mode == "choose" else 1.0
+
     def _seat(self, name: str) -> SeatSpec:
-        seat = trained_seat(self.config, self.live[name].policy)
+        seat = trained_seat(self._config_of(self.population.members[name].hparams), self.live[name].policy)
         seat.member = name
         return seat
 
@@ -125,7 +143,7 @@ class PopulationTrainer(Trainer):
             policy = copy.deepcopy(owner)
             policy.model.load_state_dict(self.frozen[name], strict=False)
             policy.model.requires_grad_(False)
-            seat = trained_seat(self.config, policy)
+            seat = trained_seat(self._config_of(self.population.snapshots[name].hparams), policy)
             seat.member = name
             self._loaded[name] = seat
         self._loaded.move_to_end(name)
@@ -166,7 +184,7 @@ class PopulationTrainer(Trainer):
         advantages = ADVANTAGE_ESTIMATORS[self.config.advantage.estimator](
             samples, live.baselines, self.config.advantage.ema_decay
         )
-        temperature = self._strategy_temperature() or 1.0
+        temperature = self._temperature(self.population.members[name].hparams) or 1.0
         batch = [
             TrainSample(t.prompt_ids, t.completion_ids, float(a), self.adapter, t.candidate_ids or None, t.choice, temperature)
             for t, a in zip(turns, advantages)
@@ -196,7 +214,7 @@ class PopulationTrainer(Trainer):
         """Back to the initial weights with a fresh optimiser (a main exploiter's checkpoint)."""
         live = self.live[name]
         live.policy.model.load_state_dict(self.initial, strict=False)
-        live.learner = Learner(live.policy, self.config.optim.model_copy(update=self.population.members[name].hparams), self.config.iterations)
+        live.learner = Learner(live.policy, self._config_of(self.population.members[name].hparams).optim, self.config.iterations)
         live.baselines.clear()
         origin = self.population.snapshot_names(member=name)[0]  # its initial snapshot, @0
         self.population.restart(name, origin, iteration, "league reset to initial weights")
@@ -206,7 +224,7 @@ class PopulationTrainer(Trainer):
         donor_snapshot = self._snapshot(exploit.donor, iteration, "snapshot")
         me, donor = self.live[exploit.member], self.live[exploit.donor]
         me.learner.load_state_dict(copy.deepcopy(donor.learner.state_dict()))  # torch would share the moments
-        me.learner.set_hparams(exploit.hparams)
+        me.learner.set_hparams(_optim_settings(exploit.hparams))
         me.baselines.clear()
         me.baselines.update(donor.baselines)
         self.population.restart(exploit.member, donor_snapshot, iteration, exploit.change, exploit.hparams)
@@ -217,7 +235,8 @@ class PopulationTrainer(Trainer):
         if "kuhn_poker" not in self.config.games:
             return None
         if name in self.live:
-            return kuhn_strategy(self.live[name].policy, self._strategy_temperature(), self.adapter, self.config.rollout.compact_prompts)
+            temperature = self._temperature(self.population.members[name].hparams)
+            return kuhn_strategy(self.live[name].policy, temperature, self.adapter, self.config.rollout.compact_prompts)
         if name in self.population.snapshots:
             return self.population.snapshots[name].strategy
         maker = KUHN_SCRIPTED.get(self.population.members[name].player)
@@ -258,7 +277,7 @@ class PopulationTrainer(Trainer):
         self.population.load_state_dict(meta["population"])
         for name, state in tensors["learners"].items():
             live = self.live[name]
-            live.learner.set_hparams(self.population.members[name].hparams)
+            live.learner.set_hparams(_optim_settings(self.population.members[name].hparams))
             live.learner.load_state_dict(state)
             live.baselines.clear()
             live.baselines.update(_unpairs(meta["baselines"][name]))

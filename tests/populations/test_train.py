@@ -27,7 +27,10 @@ SHRINK = ["rollout.matches=32", "rollout.concurrency=32", "population.eval_match
 
 @pytest.mark.slow
 def test_a_league_with_pbt_trains_only_its_learners_and_records_its_lineage(tmp_path):
-    overrides = [*SHRINK, "iterations=4", "population.league.min_matches=8", "population.league.max_matches=16", "population.pbt.every=2"]
+    overrides = [
+        *SHRINK, "iterations=4", "population.league.min_matches=8", "population.league.max_matches=16",
+        "population.pbt.every=2", "population.pbt.ranges={lr=[1e-4, 3e-3], temperature=[0.5, 2.0]}",
+    ]  # fmt: skip
     config = load_run_config(EXAMPLES / "kuhn_league.toml", overrides)
     trainer = PopulationTrainer(config, tmp_path / "run")
     trainer.run()
@@ -46,6 +49,10 @@ def test_a_league_with_pbt_trains_only_its_learners_and_records_its_lineage(tmp_
         for name in trainer.live:
             own = sum(1 for e in training for t in e.turns if t.member == name and t.completion_ids)
             assert record.get(f"{name}/learner/samples", 0.0) == own
+    # each member plays at its own temperature, which PBT tuned for the copies
+    temperatures = {n: m.hparams["temperature"] for n, m in trainer.population.members.items()}
+    assert len(set(temperatures.values())) > 1, temperatures
+    assert all(trainer._seat(n).sampling.temperature == t for n, t in temperatures.items())
     # a PBT copy owns its optimiser state: no Adam moment is shared between two members
     storage = {}
     for name, live in trainer.live.items():
@@ -96,6 +103,7 @@ def test_a_killed_population_run_resumes_exactly(tmp_path):
     [
         ("population.matchmaker=elo_hell", "population.matchmaker"),
         ("population.pbt.ranges={momentum=[0.1, 0.9]}", "population.pbt.ranges"),
+        ("population.pbt.ranges={top_p=[0.5, 1.5]}", "population.pbt.ranges"),
         ("population.opponents=['minimax']", "population.opponents"),
         ("population.league.main_agents=0", "population.league.main_agents"),
     ],
