@@ -185,28 +185,23 @@ class Population:
         the first seat in half of its matches."""
         rng = np.random.default_rng([self.seed, iteration])
         learners = self.learners()
+        k = len(learners)
         names = [*self.snapshot_names(), *self.members]
         self._rates = (
             {n: i for i, n in enumerate(learners)}, {n: i for i, n in enumerate(names)},
             self.payoffs.win_rate_matrix(learners, names),
         )  # fmt: skip
         try:
-            counts = [len(range(i, matches, len(learners))) for i in range(len(learners))]
+            counts = [len(range(i, matches, k)) for i in range(k)]
             opponents = [iter(self.matchmaker.opponents(self, l, n, rng)) for l, n in zip(learners, counts)]
         finally:
             self._rates = None
-        game_names, weights = list(games), np.array(list(games.values()), dtype=float)
-        drawn = rng.choice(len(game_names), size=matches, p=weights / weights.sum())
-        seeds = derive_seeds(matches, self.seed, iteration)
-        out = []
+        ordered = []
         for m in range(matches):
-            learner = learners[m % len(learners)]
-            opponent = next(opponents[m % len(learners)])
-            game = game_names[drawn[m]]
-            first, second = seats[game]
-            pair = (learner, opponent) if (m // len(learners)) % 2 == 0 else (opponent, learner)
-            out.append(MatchPlan(game, seeds[m], {first: pair[0], second: pair[1]}, f"it{iteration}-m{m}"))
-        return out
+            learner, opponent = learners[m % k], next(opponents[m % k])
+            ordered.append((learner, opponent) if (m // k) % 2 == 0 else (opponent, learner))
+        ids = [f"it{iteration}-m{m}" for m in range(matches)]
+        return _match_plans(ordered, games, seats, rng, derive_seeds(matches, self.seed, iteration), ids)
 
     def evaluation_plans(self, iteration: int, matches: int, games: dict[str, float], seats: dict[str, list[str]]) -> list[MatchPlan]:
         """Matches the evaluation scheduler spends where the ranking is least certain."""
@@ -217,15 +212,9 @@ class Population:
             return []
         rng = np.random.default_rng([self.seed, iteration, EVAL_SALT])
         pairs = uncertain_pairs(self.payoffs, names, matches, rng)
-        game_names, weights = list(games), np.array(list(games.values()), dtype=float)
-        drawn = rng.choice(len(game_names), size=len(pairs), p=weights / weights.sum())
+        ordered = [(a, b) if m % 2 == 0 else (b, a) for m, (a, b) in enumerate(pairs)]
         seeds = derive_seeds(len(pairs), self.seed, iteration, EVAL_SALT)
-        out = []
-        for m, (a, b) in enumerate(pairs):
-            first, second = seats[game_names[drawn[m]]]
-            pair = (a, b) if m % 2 == 0 else (b, a)
-            out.append(MatchPlan(game_names[drawn[m]], seeds[m], {first: pair[0], second: pair[1]}, f"it{iteration}-e{m}"))
-        return out
+        return _match_plans(ordered, games, seats, rng, seeds, [f"it{iteration}-e{m}" for m in range(len(pairs))])
 
     # ---- results -------------------------------------------------------------------------------
 
@@ -281,6 +270,20 @@ class Population:
         self.skill.load_state_dict(state["openskill"])
         self.payoffs.load_state_dict(state["payoffs"])
         self._meta = None
+
+
+def _match_plans(
+    ordered: list[tuple[str, str]], games: dict[str, float], seats: dict[str, list[str]], rng: np.random.Generator,
+    seeds: list[int], ids: list[str],
+) -> list[MatchPlan]:  # fmt: skip
+    """Matches for (first seat, second seat) pairs, each in a game drawn by its weight."""
+    names, weights = list(games), np.array(list(games.values()), dtype=float)
+    drawn = rng.choice(len(names), size=len(ordered), p=weights / weights.sum())
+    out = []
+    for (a, b), g, seed, match_id in zip(ordered, drawn, seeds, ids):
+        first, second = seats[names[g]]
+        out.append(MatchPlan(names[g], seed, {first: a, second: b}, match_id))
+    return out
 
 
 def seats_of(game_names: Sequence[str]) -> dict[str, list[str]]:

@@ -246,14 +246,15 @@ class PopulationTrainer(Trainer):
         """Each learner's exploitability, and the exact exploitability of the meta-strategy mixture."""
         if "kuhn_poker" not in self.config.games:
             return {}
-        out, strategies = {}, {}
-        for name in self.live:
-            strategies[name] = self._strategy(name)
-            out[f"kuhn/{name}/exploitability"] = float(kuhn_analysis.exploitability(strategies[name]))
+        strategies = {name: self._strategy(name) for name in self.live}
+        out = {f"kuhn/{n}/exploitability": float(kuhn_analysis.exploitability(s)) for n, s in strategies.items()}
         mixture = self.population.meta_strategy()
-        known = {n: w for n, w in mixture.items() if w > 0 and (strategies.get(n) or self._strategy(n)) is not None}
+        for name in mixture:
+            if name not in strategies:
+                strategies[name] = self._strategy(name)
+        known = {n: w for n, w in mixture.items() if w > 0 and strategies[n] is not None}
         if known:
-            mixed = kuhn_analysis.average([strategies.get(n) or self._strategy(n) for n in known], list(known.values()))
+            mixed = kuhn_analysis.average([strategies[n] for n in known], list(known.values()))
             out["kuhn/population_exploitability"] = float(kuhn_analysis.exploitability(mixed))
             out["kuhn/population_strategy"] = mixed
         out["population/meta_strategy"] = {n: round(w, 4) for n, w in mixture.items() if w > 1e-4}
