@@ -18,8 +18,9 @@ meta-strategy mixture is analysed exactly (``kuhn/population_exploitability``): 
 reach-weighted per information set (``games.kuhn_analysis.average``), never a plain mean.
 
 Population state (members, snapshots with their weights, lineage, ratings, payoffs, league clocks,
-PBT history) is checkpointed with the learners and resumes exactly; ``population.json`` and
-``lineage.graphml`` beside the events file hold the latest state for analysis.
+PBT history) is checkpointed with the learners and resumes exactly; snapshots' weights are written
+once each to ``snapshots/``; ``population.json``, ``payoffs.csv`` and ``lineage.graphml`` beside
+the events file hold the latest state for analysis.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 import games
 from games import kuhn_analysis
@@ -152,8 +154,20 @@ class PopulationTrainer(Trainer):
     def _snapshot(self, name: str, iteration: int, change: str) -> str:
         strategy = self._strategy(name)
         snap = self.population.take_snapshot(name, iteration, change, strategy)
-        self.frozen.setdefault(snap, trainable_weights(self.live[name].policy.model))
+        if snap not in self.frozen:
+            self.frozen[snap] = trainable_weights(self.live[name].policy.model)
+            self._save_snapshot(snap)
         return snap
+
+    def _save_snapshot(self, name: str) -> None:
+        """Each snapshot's weights are written once, atomically, to ``snapshots/`` (checkpoints
+        name the snapshots, they do not copy them). A snapshot newer than the checkpoint a run
+        resumes from is made again, the same, and overwrites its file."""
+        folder = self.run_dir / "snapshots"
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = folder / f".{name}.tmp"
+        save_file(self.frozen[name], staging)
+        staging.replace(folder / f"{name}.safetensors")
 
     # ---- one iteration -------------------------------------------------------------------------
 
@@ -265,7 +279,7 @@ class PopulationTrainer(Trainer):
     def _checkpoint_state(self) -> tuple[dict, dict]:
         tensors = {
             "learners": {n: live.learner.state_dict() for n, live in self.live.items()},
-            "frozen": self.frozen, "initial": self.initial, "past": list(self.past),
+            "initial": self.initial, "past": list(self.past),
         }  # fmt: skip
         meta = {
             "population": self.population.state_dict(),
@@ -282,7 +296,8 @@ class PopulationTrainer(Trainer):
             live.learner.load_state_dict(state)
             live.baselines.clear()
             live.baselines.update(_unpairs(meta["baselines"][name]))
-        self.frozen, self.initial = tensors["frozen"], tensors["initial"]
+        self.initial = tensors["initial"]
+        self.frozen = {name: load_file(self.run_dir / "snapshots" / f"{name}.safetensors") for name in self.population.snapshots}
         self._loaded.clear()
         self.past.clear()
         self.past.extend(tensors["past"])

@@ -10,6 +10,7 @@ import networkx as nx
 import pandas as pd
 import pytest
 import torch
+from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from coevo.cli import app
@@ -60,10 +61,14 @@ def test_a_league_with_pbt_trains_only_its_learners_and_records_its_lineage(tmp_
             for value in state.values():
                 if torch.is_tensor(value) and value.dim():
                     assert storage.setdefault(value.data_ptr(), name) == name, "shared optimiser state"
-    # snapshots stay frozen: the initial ones still hold the initial model's weights
+    # snapshots stay frozen: the initial ones still hold the initial model's weights, in memory and
+    # in their one file each (checkpoints name them, they do not copy them)
     initial = trainable_weights(load_model(config).model)
     for name in ("main_0@0", "league_exploiter_1@0"):
-        assert all(torch.equal(trainer.frozen[name][k], initial[k]) for k in initial)
+        saved = load_file(run / "snapshots" / f"{name}.safetensors")
+        assert all(torch.equal(trainer.frozen[name][k], initial[k]) and torch.equal(saved[k], initial[k]) for k in initial)
+    assert sorted(p.stem for p in (run / "snapshots").glob("*.safetensors")) == sorted(trainer.population.snapshots)
+    assert "frozen" not in torch.load(run / "checkpoints" / "iter_000004" / "state.pt", weights_only=False)
     # the lineage: league checkpoints, the main exploiter's resets, PBT copies
     state = json.loads((run / "population.json").read_text())
     changes = [e["change"] for e in state["lineage"]["edges"]]
