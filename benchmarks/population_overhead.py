@@ -51,6 +51,10 @@ def run(game: str, size: int, iterations: int, matches_per_member: int, eval_fra
     def enrol(name: str, player: str) -> None:
         pool.members[name] = SeatSpec(players[player], name)
 
+    def snapshot_all(iteration: int) -> None:
+        for name in list(pop.members):
+            enrol(pop.take_snapshot(name, iteration), pop.members[name].player)
+
     for i in range(size):
         name = f"s{i:03d}"
         pop.add(Member(name, scripted[i % len(scripted)], "fixed", trainable=False))
@@ -65,7 +69,7 @@ def run(game: str, size: int, iterations: int, matches_per_member: int, eval_fra
         played += len(episodes)
         timed("ratings", pop.record, episodes)
         if iteration % 2 == 0:
-            timed("snapshots", lambda: [enrol(pop.take_snapshot(n, iteration), pop.members[n].player) for n in list(pop.members)])
+            timed("snapshots", snapshot_all, iteration)
         if iteration % checkpoint_every == 0:
             timed("checkpoint", lambda: json.dumps(pop.state_dict()))
         pop.begin_iteration()
