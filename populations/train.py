@@ -88,7 +88,6 @@ class PopulationTrainer(Trainer):
         }
         self.population = Population(config.population, config.model, hparams, config.seed)
         self.live: dict[str, Live] = {name: self._new_live() for name in self.population.learners()}
-        self.initial = trainable_weights(next(iter(self.live.values())).policy.model)
         self.frozen: dict[str, dict[str, torch.Tensor]] = {}  # snapshot -> weights
         self._loaded: OrderedDict[str, SeatSpec] = OrderedDict()
         self.engine = RolloutEngine(concurrency=config.rollout.concurrency)
@@ -101,7 +100,6 @@ class PopulationTrainer(Trainer):
         self._initial: HFPolicy | None = None
         for name in self.live:
             self._snapshot(name, 0, "initial")
-        self.population.begin_iteration()
 
     def _new_live(self) -> Live:
         policy = load_model(self.config)
@@ -225,12 +223,13 @@ class PopulationTrainer(Trainer):
                 self._exploit(exploit, iteration)
 
     def _reset(self, name: str, iteration: int) -> None:
-        """Back to the initial weights with a fresh optimiser (a main exploiter's checkpoint)."""
+        """Back to the initial weights (its @0 snapshot) with a fresh optimiser (a main exploiter's
+        checkpoint)."""
         live = self.live[name]
-        live.policy.model.load_state_dict(self.initial, strict=False)
+        origin = self.population.snapshot_names(member=name)[0]
+        live.policy.model.load_state_dict(self.frozen[origin], strict=False)
         live.learner = Learner(live.policy, self._config_of(self.population.members[name].hparams).optim, self.config.iterations)
         live.baselines.clear()
-        origin = self.population.snapshot_names(member=name)[0]  # its initial snapshot, @0
         self.population.restart(name, origin, iteration, "league reset to initial weights")
 
     def _exploit(self, exploit: Exploit, iteration: int) -> None:
@@ -279,13 +278,13 @@ class PopulationTrainer(Trainer):
     def _checkpoint_state(self) -> tuple[dict, dict]:
         tensors = {
             "learners": {n: live.learner.state_dict() for n, live in self.live.items()},
-            "initial": self.initial, "past": list(self.past),
+            "past": list(self.past),
         }  # fmt: skip
         meta = {
             "population": self.population.state_dict(),
             "baselines": {n: _pairs(live.baselines) for n, live in self.live.items()},
         }
-        self._write_population()
+        self._write_population(meta["population"])
         return tensors, meta
 
     def _restore(self, tensors: dict, meta: dict) -> None:
@@ -296,18 +295,16 @@ class PopulationTrainer(Trainer):
             live.learner.load_state_dict(state)
             live.baselines.clear()
             live.baselines.update(_unpairs(meta["baselines"][name]))
-        self.initial = tensors["initial"]
         self.frozen = {name: load_file(self.run_dir / "snapshots" / f"{name}.safetensors") for name in self.population.snapshots}
         self._loaded.clear()
         self.past.clear()
         self.past.extend(tensors["past"])
 
-    def _write_population(self) -> None:
+    def _write_population(self, state: dict) -> None:
         """The run directory's ``population.json`` (DESIGN.md), the payoff table as a tidy
         ``payoffs.csv`` (per seat pair: counts, mean, confidence interval) and the lineage as
-        GraphML."""
-        state = self.population.state_dict()
-        state["ratings"] = self.population.ratings()
+        GraphML. ``state`` is the population's, as the checkpoint holds it."""
+        state = {**state, "ratings": self.population.ratings()}
         _atomic_write(self.run_dir / "population.json", json.dumps(state, indent=1, default=float))
         _atomic_write(self.run_dir / "payoffs.csv", self.population.payoffs.to_frame().to_csv(index=False))
         staging = self.run_dir / ".lineage.graphml.tmp"
