@@ -20,7 +20,10 @@ pair is resolved once the confidence interval of its win rate excludes 0.5.
 
 from __future__ import annotations
 
+import base64
 import math
+import sys
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from statistics import NormalDist
@@ -36,7 +39,7 @@ from scipy.stats import t as student_t
 
 @dataclass(slots=True)
 class _Counts:
-    """Running counters for one (roles, a, b) cell, from a's side. Every field adds up across cells.
+    """The counters of one (roles, a, b) cell, from a's side, or of several cells added up.
 
     With decay each match has a weight ``decay^age``: ``games`` is Σw, ``weight_sq`` is Σw², and
     ``total``/``total_sq`` are Σw·x and Σw·x² over a's returns x. Without decay w = 1, so ``games``
@@ -52,32 +55,14 @@ class _Counts:
     total_sq: float = 0.0
     weight_sq: float = 0.0
 
-    def forget(self, decay: float) -> None:
-        """Age every past match by one step (AlphaStar: multiply each counter by the decay)."""
-        self.games *= decay
-        self.wins *= decay
-        self.draws *= decay
-        self.losses *= decay
-        self.total *= decay
-        self.total_sq *= decay
-        self.weight_sq *= decay * decay
-
     def values(self) -> tuple[float, ...]:
         """The counters in field order."""
         return (self.games, self.wins, self.draws, self.losses, self.total, self.total_sq, self.weight_sq)
 
-    def observe(self, own: float, other: float) -> None:
-        """Add one match in which this side got ``own`` and the opponent ``other``."""
-        self.games += 1.0
-        self.wins += own > other
-        self.draws += own == other
-        self.losses += own < other
-        self.total += own
-        self.total_sq += own * own
-        self.weight_sq += 1.0
-
 
 _FIELDS = [f.name for f in fields(_Counts)]
+_WIDTH = len(_FIELDS)
+_GAMES, _WINS, _DRAWS, _LOSSES, _TOTAL, _TOTAL_SQ, _WEIGHT_SQ = range(_WIDTH)
 
 
 class PayoffTable:
@@ -108,12 +93,25 @@ class PayoffTable:
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"decay must lie in (0, 1] (1 keeps every match; AlphaStar uses 0.99), got {decay}")
         self.decay = decay
-        self._cells: dict[tuple[str, str], dict[tuple[str, str], _Counts]] = {}  # (a, b) -> roles -> counts
-        # Over every role pair, dense by player index: games, score (wins + ½ draws), Σw². Kept up
-        # to date per match so matchmakers and the scheduler read whole blocks without a pass over
-        # the cells (8·3 bytes per ordered pair: 24 MiB at 1,000 players).
+        self._clear()
+
+    def _clear(self) -> None:
+        # Cells live in one flat array of floats, _WIDTH per cell, found by (a, b, role_a, role_b).
+        # A population of 256 members fills ~10⁵ cells: as objects, every garbage collection would
+        # walk them all; as an array of floats and a dict of strings, the collector skips them.
+        self._slots: dict[tuple[str, str, str, str], int] = {}
+        self._counters = array("d")
+        self._keys = array("i")  # per cell: a's and b's player indices, role_a's and role_b's role indices
+        self._roles: dict[str, int] = {}
+        self._role_pairs: dict[tuple[str, str], None] = {}  # every (role_a, role_b) seen: a few
+        # Over every role pair, dense by player index: games, score (wins + ½ draws), Σw², so
+        # matchmakers and the scheduler read whole blocks without a pass over the cells (8·3 bytes
+        # per ordered pair: 24 MiB at 1,000 players). Pairs recorded since the last read are
+        # refreshed together on the next one: once per pair and batch, not twice per match.
         self._index: dict[str, int] = {}
         self._dense = np.zeros((3, 0, 0))
+        self._stale: set[tuple[str, str]] = set()
+        self._pending: list[tuple[str, str, str, str, float, float]] = []  # recorded, not yet added
 
     def record(
         self, a: str, b: str, return_a: float, roles: tuple[str, str] = ("", ""), return_b: float | None = None
@@ -127,27 +125,98 @@ class PayoffTable:
             return_b = -return_a
         if not (math.isfinite(return_a) and math.isfinite(return_b)):
             raise ValueError(f"returns must be finite, got return_a={return_a}, return_b={return_b}")
-        role_a, role_b = roles
-        forward = self._cell(a, b, (role_a, role_b))
-        backward = self._cell(b, a, (role_b, role_a))
-        if self.decay != 1.0:
-            forward.forget(self.decay)
-            if backward is not forward:
-                backward.forget(self.decay)
-        forward.observe(return_a, return_b)
-        backward.observe(return_b, return_a)
-        self._aggregate(a, b)
-        self._aggregate(b, a)
+        self._pending.append((a, b, *roles, return_a, return_b))
 
-    def _aggregate(self, a: str, b: str) -> None:
-        """Refresh the dense totals of (a, b) from its cells (a few role pairs)."""
-        i, j = self._player(a), self._player(b)
-        games = score = weight_sq = 0.0
-        for c in self._cells[(a, b)].values():
-            games += c.games
-            score += c.wins + 0.5 * c.draws
-            weight_sq += c.weight_sq
-        self._dense[0, i, j], self._dense[1, i, j], self._dense[2, i, j] = games, score, weight_sq
+    def _flush(self) -> None:
+        """Add the matches recorded since the last read to their cells.
+
+        Matches wait in a list until something reads the table (a few µs per match saved: a
+        population records thousands of matches between two reads). Without decay they are
+        added all at once, to the cells and the dense totals; with decay each cell ages before
+        each of its matches, so in order, and the totals of the pairs it touched are recomputed.
+        """
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        forward = [self._slot(a, b, role_a, role_b) for a, b, role_a, role_b, _, _ in pending]
+        backward = [self._slot(b, a, role_b, role_a) for a, b, role_a, role_b, _, _ in pending]
+        if self.decay != 1.0:
+            for f, g, (a, b, _, _, x, y) in zip(forward, backward, pending, strict=True):
+                self._forget(f)
+                if g != f:
+                    self._forget(g)
+                self._observe(f, x, y)
+                self._observe(g, y, x)
+                self._stale.update(((a, b), (b, a)))  # aged cells: totals recomputed on the next read
+            return
+        returns = np.array([(x, y) for *_, x, y in pending], dtype=float)  # (M, 2)
+        x, y = np.stack([returns, returns[:, ::-1]], axis=1).reshape(-1, 2).T  # (2M,) each: forward, backward, ...
+        one = np.ones_like(x)
+        rows = np.stack([one, x > y, x == y, x < y, x, x * x, one], axis=1)  # (2M, fields), in _FIELDS order
+        at = np.stack([forward, backward], axis=1).reshape(-1) // _WIDTH
+        counters = np.frombuffer(self._counters, dtype=float).reshape(-1, _WIDTH)  # a view: no resizing meanwhile
+        np.add.at(counters, at, rows)
+        del counters
+        i = np.array([self._index[a] for a, *_ in pending])
+        j = np.array([self._index[b] for _, b, *_ in pending])
+        i, j = np.stack([i, j], axis=1).reshape(-1), np.stack([j, i], axis=1).reshape(-1)
+        for plane, added in zip(self._dense, (one, rows[:, _WINS] + 0.5 * rows[:, _DRAWS], one)):  # games, score, Σw²
+            np.add.at(plane, (i, j), added)
+
+    def _slot(self, a: str, b: str, role_a: str, role_b: str) -> int:
+        """The cell's offset in the counter array, appending a zeroed cell the first time."""
+        key = (a, b, role_a, role_b)
+        offset = self._slots.get(key)
+        if offset is None:
+            offset = self._slots[key] = len(self._counters)
+            self._counters.extend((0.0,) * _WIDTH)
+            self._role_pairs[(role_a, role_b)] = None
+            roles = [self._roles.setdefault(role, len(self._roles)) for role in (role_a, role_b)]
+            self._keys.extend((self._player(a), self._player(b), *roles))  # players indexed by first appearance
+        return offset
+
+    def _forget(self, at: int) -> None:
+        """Age every past match of the cell at ``at`` by one step (AlphaStar: multiply each counter by the decay)."""
+        c = self._counters
+        for k in range(at, at + _WEIGHT_SQ):
+            c[k] *= self.decay
+        c[at + _WEIGHT_SQ] *= self.decay * self.decay
+
+    def _observe(self, at: int, own: float, other: float) -> None:
+        """Add to the cell at ``at`` one match in which its side got ``own`` and the opponent ``other``."""
+        c = self._counters
+        c[at + _GAMES] += 1.0
+        c[at + _WINS] += own > other
+        c[at + _DRAWS] += own == other
+        c[at + _LOSSES] += own < other
+        c[at + _TOTAL] += own
+        c[at + _TOTAL_SQ] += own * own
+        c[at + _WEIGHT_SQ] += 1.0
+
+    def _cell(self, a: str, b: str, roles: tuple[str, str]) -> _Counts | None:
+        at = self._slots.get((a, b, *roles))
+        return None if at is None else _Counts(*self._counters[at : at + _WIDTH])
+
+    def _refresh(self) -> None:
+        """Bring the dense totals of every pair recorded since the last read up to date."""
+        self._flush()
+        if not self._stale:
+            return
+        rows, columns, totals = [], [], []
+        slots, c = self._slots, self._counters
+        for a, b in self._stale:
+            rows.append(self._player(a))
+            columns.append(self._player(b))
+            games = score = weight_sq = 0.0
+            for role_a, role_b in self._role_pairs:  # a few
+                at = slots.get((a, b, role_a, role_b))
+                if at is not None:
+                    games += c[at + _GAMES]
+                    score += c[at + _WINS] + 0.5 * c[at + _DRAWS]
+                    weight_sq += c[at + _WEIGHT_SQ]
+            totals.append((games, score, weight_sq))
+        self._dense[:, rows, columns] = np.array(totals).T
+        self._stale.clear()
 
     def _player(self, name: str) -> int:
         index = self._index.get(name)
@@ -161,6 +230,7 @@ class PayoffTable:
 
     def _block(self, rows: Sequence[str], columns: Sequence[str]) -> np.ndarray:
         """(3, R, C) dense totals — games, score, Σw² — of rows against columns; 0 where unplayed."""
+        self._refresh()
         r = np.array([self._index.get(n, -1) for n in rows], dtype=int)
         c = np.array([self._index.get(n, -1) for n in columns], dtype=int)
         if (r >= 0).all() and (c >= 0).all():  # the usual case: two contiguous takes, no scatter
@@ -170,20 +240,31 @@ class PayoffTable:
         block[:, known_r[:, None], known_c[None, :]] = self._dense[:, r[known_r][:, None], c[known_c][None, :]]
         return block
 
-    def _cell(self, a: str, b: str, roles: tuple[str, str]) -> _Counts:
-        by_roles = self._cells.setdefault((a, b), {})
-        counts = by_roles.get(roles)
-        if counts is None:
-            counts = by_roles[roles] = _Counts()
-        return counts
+    def _played_pairs(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The unordered pairs of ``names`` that have met, as positions i < j in ``names``, sorted,
+        with their totals from i's side (``wins`` holds the score, wins + ½ draws). Reads only the
+        pairs that met, not the N² that may not have."""
+        self._refresh()
+        known = len(self._index)
+        position = np.full(known, -1)
+        for p, name in enumerate(names):
+            if name in self._index:
+                position[self._index[name]] = p
+        ti, tj = np.nonzero(self._dense[0, :known, :known] > 0)
+        pi, pj = position[ti], position[tj]
+        keep = (pi >= 0) & (pi < pj)
+        order = np.lexsort((pj[keep], pi[keep]))
+        ti, tj, pi, pj = ti[keep][order], tj[keep][order], pi[keep][order], pj[keep][order]
+        games, score, weight_sq = self._dense[:, ti, tj]
+        return pi, pj, {"games": games, "wins": score, "draws": np.zeros(len(pi)), "weight_sq": weight_sq}
 
     def _counts(self, a: str, b: str, roles: tuple[str, str] | None) -> _Counts:
         """a's counters against b in ``roles``, or summed over every role pair when ``roles`` is None."""
-        by_roles = self._cells.get((a, b), {})
+        self._flush()
         if roles is not None:
-            return by_roles.get(tuple(roles), _Counts())
-        columns = zip(*(counts.values() for counts in by_roles.values()), strict=True)  # one tuple per field
-        return _Counts(*map(sum, columns))
+            return self._cell(a, b, tuple(roles)) or _Counts()
+        cells = [c for pair in self._role_pairs if (c := self._cell(a, b, pair)) is not None]
+        return _Counts(*map(sum, zip(*(c.values() for c in cells), strict=True))) if cells else _Counts()
 
     def games(self, a: str, b: str, roles: tuple[str, str] | None = None) -> float:
         """Matches a played against b (a weighted count when decay < 1)."""
@@ -242,59 +323,68 @@ class PayoffTable:
     def _stack(self, names: Sequence[str], roles: tuple[str, str] | None) -> dict[str, np.ndarray]:
         """Every counter as an (N, N) array over ``names``, summed over role pairs when ``roles`` is None.
 
-        Walks the stored cells once, so it costs O(cells), never more than O(N² · role pairs).
+        Reads the stored cells once, so it costs O(cells), never more than O(N² · role pairs).
         """
         index = {name: i for i, name in enumerate(names)}
         if len(index) != len(names):
             raise ValueError(f"names must be distinct, got {list(names)}")
-        stacked = np.zeros((len(_FIELDS), len(names), len(names)))  # (fields, N, N)
-        for (a, b), by_roles in self._cells.items():
-            i, j = index.get(a), index.get(b)
-            if i is None or j is None:
-                continue
-            for cell_roles, counts in by_roles.items():
-                if roles is None or cell_roles == tuple(roles):
-                    stacked[:, i, j] += counts.values()
-        return dict(zip(_FIELDS, stacked, strict=True))
+        keys, values = self._rows()
+        rows = np.array([index.get(a, -1) for a, _, _, _ in keys], dtype=int)
+        columns = np.array([index.get(b, -1) for _, b, _, _ in keys], dtype=int)
+        keep = (rows >= 0) & (columns >= 0)
+        if roles is not None:
+            keep &= np.array([(role_a, role_b) == tuple(roles) for _, _, role_a, role_b in keys], dtype=bool)
+        stacked = np.zeros((len(names), len(names), _WIDTH))
+        np.add.at(stacked, (rows[keep], columns[keep]), values[keep])
+        return dict(zip(_FIELDS, stacked.transpose(2, 0, 1), strict=True))
+
+    def _rows(self) -> tuple[list[tuple[str, str, str, str]], np.ndarray]:
+        """Every cell's key (a, b, role_a, role_b) and its counters, (cells, fields), in storage order."""
+        self._flush()
+        return list(self._slots), np.array(self._counters, dtype=float).reshape(-1, _WIDTH)
 
     def role_pairs(self) -> list[tuple[str, str]]:
         """Every (role_a, role_b) seen, both orientations, sorted."""
-        return sorted({roles for by_roles in self._cells.values() for roles in by_roles})
+        self._flush()
+        return sorted(self._role_pairs)
 
     def state_dict(self) -> dict:
-        """The decay and one row per cell: role_a, role_b, a, b, then the counters (JSON-serialisable)."""
-        cells = [
-            [role_a, role_b, a, b, *counts.values()]
-            for (a, b), by_roles in self._cells.items()
-            for (role_a, role_b), counts in by_roles.items()
-        ]
-        return {"decay": self.decay, "cells": cells}
+        """JSON-serialisable, and cheap at league scale: the decay, the players and roles, and the
+        cells as two base64 arrays — keys (a, b, role_a, role_b as int32 indices) and counters
+        (float64, ``_FIELDS`` per cell). A population of 256 members holds ~10⁵ cells; as JSON
+        numbers they took most of a checkpoint's time. ``to_frame`` is the readable view."""
+        self._flush()
+        return {
+            "decay": self.decay, "players": list(self._index), "roles": list(self._roles), "fields": _FIELDS,
+            "keys": _encode(self._keys), "counters": _encode(self._counters),
+        }  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` saved, replacing the decay and every cell."""
+        if state.get("fields") != _FIELDS:
+            raise ValueError(f"payoff state has fields {state.get('fields')}, expected {_FIELDS}")
         self.decay = float(state["decay"])
-        self._cells = {}
-        self._index, self._dense = {}, np.zeros((3, 0, 0))
-        for role_a, role_b, a, b, *counters in state["cells"]:
-            self._cells.setdefault((a, b), {})[(role_a, role_b)] = _Counts(*map(float, counters))
-        for a, b in self._cells:
-            self._aggregate(a, b)
+        self._clear()
+        players, roles = state["players"], state["roles"]
+        keys, counters = _decode(state["keys"], "i"), _decode(state["counters"], "d")
+        for n, (a, b, role_a, role_b) in enumerate(zip(*[iter(keys)] * 4, strict=True)):
+            at = self._slot(players[a], players[b], roles[role_a], roles[role_b])
+            self._counters[at : at + _WIDTH] = counters[n * _WIDTH : (n + 1) * _WIDTH]
+            self._stale.add((players[a], players[b]))
 
     def to_frame(self, confidence: float = 0.95) -> pd.DataFrame:
         """One row per cell: role_a, role_b, a, b, games, wins, draws, losses, mean and its interval lo, hi."""
-        keys = sorted(
-            ((roles, pair, counts) for pair, by_roles in self._cells.items() for roles, counts in by_roles.items()),
-            key=lambda key: key[:2],
-        )
-        counters = _as_arrays([counts for _, _, counts in keys])
+        keys, values = self._rows()
+        order = sorted(range(len(keys)), key=lambda n: (keys[n][2], keys[n][3], keys[n][0], keys[n][1]))
+        counters = dict(zip(_FIELDS, values[order].T, strict=True))
         lo, hi = _mean_interval(counters, confidence)
         games = counters["games"]
         return pd.DataFrame(
             {
-                "role_a": [roles[0] for roles, _, _ in keys],
-                "role_b": [roles[1] for roles, _, _ in keys],
-                "a": [pair[0] for _, pair, _ in keys],
-                "b": [pair[1] for _, pair, _ in keys],
+                "role_a": [keys[n][2] for n in order],
+                "role_b": [keys[n][3] for n in order],
+                "a": [keys[n][0] for n in order],
+                "b": [keys[n][1] for n in order],
                 "games": games,
                 "wins": counters["wins"],
                 "draws": counters["draws"],
@@ -304,6 +394,22 @@ class PayoffTable:
                 "hi": hi,
             }
         )
+
+
+def _encode(values: array) -> str:
+    """An array's bytes, little-endian, in base64."""
+    if sys.byteorder == "big":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return base64.b64encode(values.tobytes()).decode("ascii")
+
+
+def _decode(text: str, typecode: str) -> array:
+    """What :func:`_encode` wrote, back as an array of ``typecode``."""
+    values = array(typecode, base64.b64decode(text))
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
 
 
 def _as_arrays(cells: Sequence[_Counts]) -> dict[str, np.ndarray]:
@@ -388,7 +494,8 @@ def uncertain_pairs(
        sharpen the ratings.
 
     Returns (a, b) with a before b in ``names``, most uncertain first; which seat each plays is
-    the caller's choice. Costs O(N²) per call: a population of 256 members has 32,640 pairs.
+    the caller's choice. Costs O(pairs that met + budget) in Python-level work and one O(N²)
+    boolean pass when unplayed pairs must be drawn.
     Call it once per evaluation round, not per match.
     """
     if budget < 0:
@@ -397,27 +504,48 @@ def uncertain_pairs(
         raise ValueError(f"need at least two members to pair, got {list(names)}")
     if len(set(names)) != len(names):
         raise ValueError(f"names must be distinct, got {list(names)}")
-    games, score, weight_sq = table._block(names, names)
-    row, col = np.triu_indices(len(names), k=1)  # (P,) each unordered pair once, P = N(N−1)/2
-    pairs = {"games": games[row, col], "wins": score[row, col], "draws": np.zeros(len(row)), "weight_sq": weight_sq[row, col]}
-    lo, hi = _wilson_interval(pairs, confidence)  # "wins" carries the score: wins + ½ draws
-    straddle = np.minimum(hi - 0.5, 0.5 - lo)  # (P,) > 0 exactly when 0.5 is inside the interval
-    scores = np.maximum(straddle, 0.0) if (straddle > 0).any() else hi - lo
+    row, col, played = table._played_pairs(names)  # (Q,) each: the unordered pairs with games
+    n_unplayed = len(names) * (len(names) - 1) // 2 - len(row)
+    lo, hi = _wilson_interval(played, confidence)  # "wins" carries the score: wins + ½ draws
+    straddle = np.minimum(hi - 0.5, 0.5 - lo)  # (Q,) > 0 exactly when 0.5 is inside the interval
+    scores = np.maximum(straddle, 0.0) if n_unplayed or (straddle > 0).any() else hi - lo
+    # Unplayed pairs all score ½, so all have one quota and which of them get the matches left
+    # over is the tiebreak's draw: a uniform sample of at most ``budget`` of them is enough to
+    # place the budget, and the population's N² pairs are never enumerated one by one.
+    sample = _sample_unplayed(len(names), row, col, min(n_unplayed, budget), rng)
+    row, col = np.concatenate([row, sample[0]]), np.concatenate([col, sample[1]])
+    scores = np.concatenate([scores, np.full(len(sample[0]), 0.5)])
     tiebreak = rng.random(len(scores))
-    counts = _apportion(scores, budget, tiebreak)
-    chosen = np.flatnonzero(counts)  # order only the pairs that get matches: P is N²/2
+    counts = _apportion(scores, budget, tiebreak, total=scores[: len(scores) - len(sample[0])].sum() + 0.5 * n_unplayed)
+    chosen = np.flatnonzero(counts)
     priority = chosen[np.lexsort((tiebreak[chosen], -scores[chosen]))]
     return [(names[row[p]], names[col[p]]) for p in priority for _ in range(counts[p])]
 
 
-def _apportion(scores: np.ndarray, budget: int, tiebreak: np.ndarray) -> np.ndarray:
+def _sample_unplayed(
+    n: int, row: np.ndarray, col: np.ndarray, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` distinct unordered pairs (i < j) of ``n`` players drawn uniformly among those not in (row, col)."""
+    if size == 0:
+        return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+    free = np.triu(np.ones((n, n), dtype=bool), k=1)
+    free[row, col] = False
+    flat = np.flatnonzero(free)
+    picked = flat[rng.choice(len(flat), size=size, replace=False)]
+    return picked // n, picked % n
+
+
+def _apportion(scores: np.ndarray, budget: int, tiebreak: np.ndarray, total: float | None = None) -> np.ndarray:
     """Split ``budget`` whole matches in proportion to ``scores`` (Hamilton's largest remainders).
+
+    ``total`` is the sum the quotas divide by, ``scores.sum()`` unless some scored items were left
+    out (they then take none of the budget).
 
     Each pair first gets the whole part of its quota ``budget · score / Σscore``; the matches
     left go to the largest fractional parts, ties to the smaller ``tiebreak``. When the budget
     is smaller than the number of scored pairs this picks the ``budget`` highest scores.
     """
-    quota = budget * scores / scores.sum()
+    quota = budget * scores / (scores.sum() if total is None else total)
     counts = np.floor(quota).astype(int)
     left = int(budget - counts.sum())
     if left <= 0:

@@ -72,7 +72,7 @@ class Population:
         self.skill = OpenSkill()
         self.payoffs = PayoffTable(decay=config.payoff_decay)
         self._meta: dict[str, float] | None = None  # the meta-game's solution this iteration
-        self._rates: tuple[dict, dict, np.ndarray] | None = None  # win rates while planning
+        self._plan: _Planning | None = None  # who is who and the win rates, while planning
         for name, kind in self._trainable_names():
             self.add(Member(name, player, kind, True, dict(hparams)))
         for name in config.opponents:
@@ -110,7 +110,10 @@ class Population:
         ]  # fmt: skip
 
     def historical(self) -> list[str]:
-        """The frozen players matchmakers draw from: every snapshot, and the fixed members."""
+        """The frozen players matchmakers draw from: every snapshot, and the fixed members.
+        While planning, one list shared by every learner's call (callers must not change it)."""
+        if self._plan is not None:
+            return self._plan.historical
         return [*self.snapshots, *(n for n, m in self.members.items() if not m.trainable)]
 
     def take_snapshot(self, member: str, iteration: int, change: str = "snapshot", strategy: dict | None = None) -> str:
@@ -175,10 +178,13 @@ class Population:
     def win_rates(self, a: str, candidates: Sequence[str]) -> np.ndarray:
         """a's win rates against ``candidates`` (½ where unplayed); while planning, read from one
         matrix built in a single pass over the payoff table."""
-        if self._rates is not None and a in self._rates[0]:
-            rows, columns, rates = self._rates
-            return rates[rows[a], [columns[c] for c in candidates]]
-        return np.array([self.payoffs.win_rate(a, c) for c in candidates])
+        plan = self._plan
+        if plan is None or a not in plan.rows:
+            return np.array([self.payoffs.win_rate(a, c) for c in candidates])
+        row = plan.rates[plan.rows[a]]
+        if candidates is plan.historical:  # the usual question: the first columns, in order
+            return row[: len(candidates)]
+        return row[[plan.columns[c] for c in candidates]]
 
     def plans(self, iteration: int, matches: int, games: dict[str, float], seats: dict[str, list[str]]) -> list[MatchPlan]:
         """This iteration's matches, shared out evenly between the learners; each learner takes
@@ -186,16 +192,17 @@ class Population:
         rng = np.random.default_rng([self.seed, iteration])
         learners = self.learners()
         k = len(learners)
-        names = [*self.snapshot_names(), *self.members]
-        self._rates = (
+        historical = self.historical()
+        names = [*historical, *(n for n, m in self.members.items() if m.trainable)]
+        self._plan = _Planning(
             {n: i for i, n in enumerate(learners)}, {n: i for i, n in enumerate(names)},
-            self.payoffs.win_rate_matrix(learners, names),
+            self.payoffs.win_rate_matrix(learners, names), historical,
         )  # fmt: skip
         try:
             counts = [len(range(i, matches, k)) for i in range(k)]
             opponents = [iter(self.matchmaker.opponents(self, l, n, rng)) for l, n in zip(learners, counts)]
         finally:
-            self._rates = None
+            self._plan = None
         ordered = []
         for m in range(matches):
             learner, opponent = learners[m % k], next(opponents[m % k])
@@ -270,6 +277,16 @@ class Population:
         self.skill.load_state_dict(state["openskill"])
         self.payoffs.load_state_dict(state["payoffs"])
         self._meta = None
+
+
+@dataclass(slots=True)
+class _Planning:
+    """What every learner's matchmaking reads while one iteration is planned: built once."""
+
+    rows: dict[str, int]  # learner -> row of rates
+    columns: dict[str, int]  # player -> column of rates: the historical players first, in order
+    rates: np.ndarray  # (learners, players) win rates, ½ where unplayed
+    historical: list[str]
 
 
 def _match_plans(

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import t as student_t
 
@@ -241,3 +241,50 @@ def test_win_rate_matrix_agrees_with_win_rate(matches, decay):
     reloaded = PayoffTable()
     reloaded.load_state_dict(json.loads(json.dumps(table.state_dict())))
     np.testing.assert_allclose(reloaded.win_rate_matrix(rows, columns), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(2, 30),
+    results=st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29), st.sampled_from([-1.0, 0.0, 1.0])), max_size=80),
+    budget=st.integers(0, 40),
+    seed=st.integers(0, 2**16),
+)
+def test_every_pair_gets_the_floor_or_ceiling_of_its_quota(n, results, budget, seed):
+    """The budget is split over *all* N(N−1)/2 pairs in proportion to their scores, even though
+    only a sample of the unplayed ones is looked at: each pair's count is ⌊quota⌋ or ⌈quota⌉."""
+    names = [f"p{i}" for i in range(n)]
+    table = PayoffTable()
+    for a, b, result in results:
+        if a < n and b < n and a != b:
+            table.record(names[a], names[b], result)
+    chosen = uncertain_pairs(table, names, budget, np.random.default_rng(seed))
+    assert len(chosen) == budget
+    pairs = [(names[i], names[j]) for i in range(n) for j in range(i + 1, n)]
+    intervals = [table.win_rate_interval(a, b) for a, b in pairs]
+    straddle = np.array([min(hi - 0.5, 0.5 - lo) for lo, hi in intervals])
+    scores = np.maximum(straddle, 0.0) if (straddle > 0).any() else np.array([hi - lo for lo, hi in intervals])
+    quota = budget * scores / scores.sum()
+    counts = np.array([chosen.count(p) for p in pairs])
+    assert np.all(counts >= np.floor(quota - 1e-9)) and np.all(counts <= np.ceil(quota + 1e-9))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    matches=st.lists(
+        st.tuples(st.sampled_from("abc"), st.sampled_from("abc"), st.sampled_from([-1.0, 0.0, 0.5, 2.0]), st.booleans()),
+        max_size=40,
+    ),
+    decay=st.sampled_from([1.0, 0.9]),
+)
+def test_matches_added_in_one_batch_equal_matches_added_one_by_one(matches, decay):
+    """Recorded matches wait until the table is read; a batch must add up as the matches one at a time."""
+    batched, one_by_one = PayoffTable(decay), PayoffTable(decay)
+    for a, b, ret, swap in matches:
+        roles = ("player_1", "player_0") if swap else ("player_0", "player_1")
+        batched.record(a, b, ret, roles)
+        one_by_one.record(a, b, ret, roles)
+        one_by_one.games(a, b)  # a read adds what is waiting
+    assert batched.to_frame().equals(one_by_one.to_frame())
+    names = ["a", "b", "c"]
+    np.testing.assert_array_equal(batched.win_rate_matrix(names, names), one_by_one.win_rate_matrix(names, names))

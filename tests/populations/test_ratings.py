@@ -5,8 +5,9 @@ from functools import partial
 import json
 
 import numpy as np
+from openskill.models import PlackettLuce
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import populations.ratings
@@ -160,3 +161,27 @@ def test_openskill_passes_model_settings_and_round_trips():
     for name in "abc":
         assert (restored.mu(name), restored.sigma(name)) == (skill.mu(name), skill.sigma(name))
     assert restored.predict_win("a", "c") == skill.predict_win("a", "c")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    mus=st.tuples(st.floats(-50, 80), st.floats(-50, 80)),
+    sigmas=st.tuples(st.floats(0.1, 15), st.floats(0.1, 15)),
+    score=st.sampled_from([0.0, 0.5, 1.0]),
+    limit_sigma=st.booleans(),
+    tau=st.sampled_from([25 / 300, 0.0, 1.0]),
+)
+def test_openskill_update_equals_the_librarys_rate(mus, sigmas, score, limit_sigma, tau):
+    """Our in-place update must give exactly what ``PlackettLuce.rate`` gives for a 1-v-1 game."""
+    skill = OpenSkill(tau=tau, limit_sigma=limit_sigma)
+    skill.add("a", mus[0], sigmas[0])
+    skill.add("b", mus[1], sigmas[1])
+    model = PlackettLuce(tau=tau, limit_sigma=limit_sigma)
+    ra, rb = model.rating(mu=mus[0], sigma=sigmas[0]), model.rating(mu=mus[1], sigma=sigmas[1])
+    if score == 0.5:
+        [[ra], [rb]] = model.rate([[ra], [rb]], ranks=[1, 1])
+    else:
+        [[ra], [rb]] = model.rate([[ra], [rb]], ranks=[0, 1] if score == 1 else [1, 0])
+    skill.update("a", "b", score)
+    assert (skill.mu("a"), skill.sigma("a")) == pytest.approx((ra.mu, ra.sigma), rel=1e-12, abs=1e-12)
+    assert (skill.mu("b"), skill.sigma("b")) == pytest.approx((rb.mu, rb.sigma), rel=1e-12, abs=1e-12)
