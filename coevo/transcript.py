@@ -8,7 +8,7 @@ from rich.rule import Rule
 
 from marl.episode import Episode, Turn
 from marl.rollout import MatchSpec
-from roles.seat import SeatRole
+from roles import role_for
 
 SEEN_LINES = 12  # of the observation, after the rules, unless --show-prompt
 
@@ -34,7 +34,7 @@ class TranscriptPrinter:
         retry = f" · retry {turn.attempt}" if turn.attempt else ""
         self.console.print(f"\n[bold]Turn {turn.index + 1} · {turn.seat}[/bold] ({escape(turn.member)}, {turn.mode}){retry}")
         if self.show_prompt:
-            for message in SeatRole(spec.game).messages(turn.observation):
+            for message in role_for(spec.game, turn.seat).messages(turn.observation):
                 self.console.print(f"[cyan]{message['role']}:[/cyan]\n{escape(message['content'])}")
         else:
             self.console.print(f"[cyan]sees:[/cyan]\n{escape(_seen(turn.observation))}")

@@ -19,6 +19,7 @@ from pettingzoo import AECEnv
 
 from games import kuhn_analysis
 from games.core import GameInfo, Parsed, Rules, TextGameEnv
+from games.forge_players import FORGE_PLAYERS
 from games.kuhn import KuhnPoker, StrategyPlayer
 from games.leduc import HeuristicPlayer as LeducHeuristic
 from games.leduc import LeducHoldem
@@ -27,6 +28,7 @@ from games.negotiation import SimpleNegotiation
 from games.play import MatchResult, Player, RandomPlayer, play_match
 from games.pettingzoo_text import PettingZooTextEnv
 from games.textarena_env import TextArenaEnv
+from games.task_forge import TaskForge
 from games.tictactoe import MinimaxPlayer, TicTacToe
 
 GAMES: dict[str, type[Rules]] = {
@@ -34,6 +36,7 @@ GAMES: dict[str, type[Rules]] = {
     "kuhn_poker": KuhnPoker,
     "leduc_holdem": LeducHoldem,
     "simple_negotiation": SimpleNegotiation,
+    "task_forge": TaskForge,
 }
 # PettingZoo classic envs with a renderer (any other Discrete-action env works with the fallback).
 PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
@@ -50,6 +53,7 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
     },
     "leduc_holdem": {"random": RandomPlayer, "heuristic": LeducHeuristic},
     "simple_negotiation": {"random": RandomPlayer, "heuristic": NegotiationHeuristic},
+    "task_forge": {"random": RandomPlayer, **FORGE_PLAYERS},  # each of the others fits one seat (its .seat)
 }
 
 

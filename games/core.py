@@ -83,6 +83,19 @@ def _vocabulary(moves: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)")
 
 
+def boxed_contents(text: str) -> list[str]:
+    """Contents of every ``\\boxed{…}``, braces balanced (``\\boxed{\\text{bet}}`` gives ``\\text{bet}``)."""
+    found = []
+    for start in (m.end() for m in re.finditer(r"\\boxed\s*\{", text)):
+        depth, i = 1, start
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found.append(text[start : i - 1])
+    return found
+
+
 def normalize(text: str) -> str:
     """Fold case and compatibility forms (fullwidth letters, ligatures) so parsing is lenient."""
     return unicodedata.normalize("NFKC", text).casefold()
@@ -140,6 +153,16 @@ class Rules(ABC):
         """Free text to a legal move; never raises."""
         assert self.moves is not None, "free-text games override parse"
         return match_move(text, self.legal_moves(), self.moves)
+
+    def outcome(self) -> dict | None:
+        """What happened in the match beyond the rewards, for reward shaping and analysis (games
+        whose roles are rewarded by more than who won report it; the others have none)."""
+        return None
+
+    def turn_tag(self) -> str:
+        """Which step of the game the coming move is (task forge: ``attempt:2``), so a trainer can
+        credit each turn by its own part of the outcome; "" for games where every turn is alike."""
+        return ""
 
     def random_move(self, rng: np.random.Generator) -> str:
         """A uniformly random legal move (free-text games override this)."""
@@ -344,6 +367,14 @@ class TextGameEnv(TurnTakingEnv):
 
     def render(self) -> str:
         return self.rules.render()
+
+    def outcome(self) -> dict | None:
+        """The rules' account of the match (see :meth:`Rules.outcome`)."""
+        return self.rules.outcome()
+
+    def turn_tag(self) -> str:
+        """The step of the game the coming move is (see :meth:`Rules.turn_tag`)."""
+        return self.rules.turn_tag()
 
     def close(self) -> None:
         pass

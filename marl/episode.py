@@ -37,6 +37,7 @@ class Turn(BaseModel):
     mode: str = "generate"  # "generate" (free text, parsed) or "choose" (forced choice by score)
     candidate_ids: list[list[int]] = []  # choose mode: token ids of every legal move as written
     choice: int | None = None  # choose mode: which candidate was drawn (its ids are completion_ids)
+    tag: str = ""  # the step of the game this turn played (task forge: "attempt:2"), for per-turn credit
 
 
 class Episode(BaseModel):
@@ -50,6 +51,7 @@ class Episode(BaseModel):
     rewards: dict[str, float]  # final return per seat, invalid-move costs included
     truncated: bool = False
     forfeited_by: str | None = None
+    outcome: dict | None = None  # the game's account beyond rewards (task forge: tasks, answers, verdicts)
 
 
 def write_jsonl(path: str | Path, episodes: Iterable[Episode]) -> None:

@@ -29,6 +29,8 @@ import games
 from games.play import derive_seed
 from marl.episode import Episode, Turn
 from marl.policy import Policy, Request, Response, Sampling, choice_logprobs
+from roles import role_for
+from roles.forge import ForgeRole
 from roles.seat import InvalidMoves, SeatRole
 
 
@@ -119,9 +121,9 @@ class _Live:
             self._step(None)
 
     @property
-    def role(self) -> SeatRole:
+    def role(self) -> SeatRole | ForgeRole:
         """The role of the seat to move, as its player is prompted."""
-        return SeatRole(self.spec.game, self.seat.compact)
+        return role_for(self.spec.game, self.agent, self.seat.compact)
 
     def request(self) -> Request:
         observation = self.env.observe(self.agent)["prompt"]
@@ -138,7 +140,8 @@ class _Live:
             index=len(self.turns), seat=self.agent, role=self.agent, member=self.seat.member,
             observation=request.shown, prompt_ids=response.prompt_ids,
             completion_ids=response.completion_ids, logprobs=response.logprobs, text=response.text,
-            attempt=self.attempt, mode=self.seat.mode, **outcome,
+            attempt=self.attempt, mode=self.seat.mode, tag=self.env.turn_tag() if hasattr(self.env, "turn_tag") else "",
+            **outcome,
         )  # fmt: skip
         self.turns.append(turn)
         return turn
@@ -189,6 +192,7 @@ class _Live:
             match_id=self.spec.match_id or f"{self.spec.game}-{self.spec.seed}", game=self.spec.game,
             seed=self.spec.seed, members={s: who.member for s, who in self.spec.seats.items()},
             turns=self.turns, rewards=rewards, truncated=self.truncated, forfeited_by=self.forfeited_by,
+            outcome=self.env.outcome() if hasattr(self.env, "outcome") else None,
         )  # fmt: skip
 
 

@@ -48,6 +48,18 @@ class ScriptedPolicy:
     def score(self, requests: Sequence[Request], candidates: Sequence[Sequence[str]]) -> list[list[Response]]:
         return [_one_hot(self._move(r), options) for r, options in zip(requests, candidates)]
 
+    def learn(self, outcomes: list[dict]) -> None:
+        """Players that adapt (task forge's curricula and executors) learn from their matches' outcomes."""
+        if hasattr(self.player, "learn"):
+            self.player.learn(outcomes)
+
+    def state_dict(self) -> dict:
+        return self.player.state_dict() if hasattr(self.player, "state_dict") else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if hasattr(self.player, "load_state_dict"):
+            self.player.load_state_dict(state)
+
 
 class HumanPolicy:
     """A person at the terminal: shown the observation and legal moves, asked for a move."""

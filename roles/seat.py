@@ -21,7 +21,7 @@ from typing import Literal
 
 from pettingzoo import AECEnv
 
-from games.core import LEGAL_MOVES, Parsed
+from games.core import LEGAL_MOVES, Parsed, boxed_contents
 
 FAMILY_BRIEFS = {
     "board": "You are an expert board-game player. Play to win.",
@@ -49,22 +49,9 @@ def family_of(game: str) -> str:
     return "arena" if game.startswith("textarena/") else GAME_FAMILIES.get(game, "board")
 
 
-def _boxed_contents(text: str) -> list[str]:
-    """Contents of every ``\\boxed{…}``, braces balanced (``\\boxed{\\text{bet}}`` gives ``\\text{bet}``)."""
-    found = []
-    for start in (m.end() for m in re.finditer(r"\\boxed\s*\{", text)):
-        depth, i = 1, start
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            found.append(text[start : i - 1])
-    return found
-
-
 def extract_answer(text: str) -> str | None:
     """The answer part of a model's output: the last ``\\boxed{}``, else the last ``[…]``, else None."""
-    boxed = _boxed_contents(text)
+    boxed = boxed_contents(text)
     if boxed:
         return re.sub(r"\\text\s*\{([^{}]*)\}", r"\1", boxed[-1]).strip()
     brackets = re.findall(r"\[([^\[\]]*)\]", text)

@@ -24,7 +24,7 @@ def advance(env, choices: list[int]) -> None:
 
 def finite_games() -> list[str]:
     """Games with a move list (our own finite games and the adapted PettingZoo envs)."""
-    return [g for g in games.list() if not g.startswith("textarena/") and g != "simple_negotiation"]
+    return [g for g in games.list() if not g.startswith("textarena/") and games.make(g).move_names is not None]
 
 
 def seeded_rng(seed: int) -> np.random.Generator:

@@ -99,6 +99,15 @@ def test_unknown_game_names_the_known_ones():
 
 
 def test_games_import_without_torch():
-    # DESIGN.md: games is pure rules; a None entry in sys.modules makes `import torch` fail.
-    code = "import sys; sys.modules['torch'] = None; import games; games.make('kuhn_poker').reset(seed=0)"
+    # DESIGN.md: games is pure rules. A finder that refuses torch makes `import torch` fail as it
+    # would where torch is not installed (a None in sys.modules would trip scipy's torch probe).
+    code = (
+        "import sys\n"
+        "class NoTorch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'): raise ImportError('no torch here')\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "import games; games.make('kuhn_poker').reset(seed=0); games.make('task_forge').reset(seed=0)\n"
+        "assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

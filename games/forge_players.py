@@ -1,0 +1,184 @@
+"""Scripted players for task forge: fast stand-ins for each role, to simulate co-evolution on a CPU.
+
+- :class:`CurriculumProposer` writes tasks from :mod:`games.task_families`, choosing the family and
+  difficulty knobs with a curriculum teacher (:mod:`games.curricula`: uniform, ALP-GMM or SEC) that
+  learns from how the executor did. Its tasks are labelled (``<task family=… size=… complexity=…>``),
+  so analysis and the executor's skill model can read what was asked.
+- :class:`SkilledExecutor` answers right with probability ``sigmoid(slope · (skill − difficulty))``
+  per family, and *learns*: practising a task it solves with probability p raises its skill by
+  ``rate · p(1 − p)`` — most at the edge of its ability, nothing on tasks far too easy or too hard,
+  which is what makes the choice of curriculum matter. It reads the reference answer from the game
+  (it simulates a solver of a given skill; it is not one). A rejection sways it: it abandons a
+  right answer with probability ``persuadability`` and rethinks a wrong one at its skill.
+- :class:`NoisyVerifier` judges right with probability ``accuracy``; ``adversarial`` rejects
+  every answer with a confident critique.
+- :class:`HintTeacher` writes a hint that never contains the answer; a hinted retry is easier by
+  the executor's ``hint_boost``.
+
+Players learn between iterations through ``learn(outcomes)``, with the outcomes of the matches
+they took part in (``TaskForge.outcome``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from games.curricula import ALPGMM, SEC, Curriculum, RandomCurriculum
+from games.task_families import FAMILIES, answers_match, generate
+
+DEFAULT_DIFFICULTY = 0.5  # for an unlabelled task (a model's): the executor's skill model needs a number
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def task_label(meta: dict[str, str]) -> tuple[str | None, float]:
+    """(family, difficulty) of a labelled task; (None, DEFAULT_DIFFICULTY) when it has no label."""
+    try:
+        return meta["family"], (float(meta["size"]) + float(meta["complexity"])) / 2
+    except (KeyError, ValueError):
+        return None, DEFAULT_DIFFICULTY
+
+
+def task_knobs(meta: dict[str, str]) -> np.ndarray | None:
+    try:
+        return np.array([float(meta["size"]), float(meta["complexity"])])
+    except (KeyError, ValueError):
+        return None
+
+
+def wrong_answer(reference: str, rng: np.random.Generator) -> str:
+    """A plausible wrong answer: an integer off by a little, else the text changed."""
+    if re.fullmatch(r"-?\d+", reference.strip()):
+        return str(int(reference) + int(rng.choice([-3, -2, -1, 1, 2, 3])))
+    changed = reference[::-1]
+    return changed if not answers_match(changed, reference) else reference + "x"
+
+
+class CurriculumProposer:
+    seat = "proposer"
+
+    def __init__(self, curriculum: Curriculum):
+        self.curriculum = curriculum
+
+    @classmethod
+    def named(cls, name: str, families: tuple[str, ...] = FAMILIES) -> CurriculumProposer:
+        """``uniform``, ``alp_gmm`` (refitted every 100 tasks, not the paper's 250: our runs see a few
+        thousand tasks, not millions) or ``sec``."""
+        if name == "alp_gmm":
+            return cls(ALPGMM(list(families), fit_rate=100, window=100))
+        return cls({"uniform": RandomCurriculum, "sec": SEC}[name](list(families)))
+
+    def act(self, env, agent: str, rng: np.random.Generator) -> str:
+        family, knobs = self.curriculum.propose(rng)
+        task = generate(family, knobs, rng)
+        return (
+            f'<task family="{family}" size="{knobs[0]:.4f}" complexity="{knobs[1]:.4f}">{task.statement}</task>\n'
+            f"<program>\n{task.program}\n</program>"
+        )
+
+    def learn(self, outcomes: list[dict]) -> None:
+        """The executor's success rate p̂ on each valid task is the teacher's reward signal."""
+        for outcome in outcomes:
+            family, _ = task_label(outcome.get("task_meta", {}))
+            knobs = task_knobs(outcome.get("task_meta", {}))
+            if outcome["valid_task"] and family is not None and knobs is not None:
+                self.curriculum.update(family, knobs, outcome["p_hat"])
+
+    def state_dict(self) -> dict:
+        return self.curriculum.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.curriculum.load_state_dict(state)
+
+
+class SkilledExecutor:
+    seat = "executor"
+
+    def __init__(
+        self, skill: float = 0.25, slope: float = 8.0, rate: float = 0.02, persuadability: float = 0.3,
+        hint_boost: float = 0.15, families: tuple[str, ...] = FAMILIES,
+    ):  # fmt: skip
+        self.skills = dict.fromkeys(families, float(skill))
+        self.slope, self.rate, self.persuadability, self.hint_boost = slope, rate, persuadability, hint_boost
+
+    def p_correct(self, family: str | None, difficulty: float, boost: float = 0.0) -> float:
+        skill = self.skills.get(family, float(np.mean(list(self.skills.values()))))
+        return sigmoid(self.slope * (skill + boost - difficulty))
+
+    def act(self, env, agent: str, rng: np.random.Generator) -> str:
+        rules = env.rules
+        family, difficulty = task_label(rules.task_meta)
+        reference = rules.reference
+        if rules.phase == "revise":
+            a = rules.current
+            keep = a.answer if a.answer is not None else wrong_answer(reference, rng)
+            if a.verdict != "reject":
+                return f"\\boxed{{{keep}}}"
+            if a.correct:
+                switch = rng.random() < self.persuadability
+                return f"\\boxed{{{wrong_answer(reference, rng) if switch else keep}}}"
+            fixed = rng.random() < self.p_correct(family, difficulty)
+            return f"\\boxed{{{reference if fixed else keep}}}"
+        boost = self.hint_boost if rules.phase == "retry" else 0.0
+        right = rng.random() < self.p_correct(family, difficulty, boost)
+        return f"\\boxed{{{reference if right else wrong_answer(reference, rng)}}}"
+
+    def learn(self, outcomes: list[dict]) -> None:
+        """Practice raises skill by ``rate · p(1 − p)`` per attempt: most where p is near ½."""
+        for outcome in outcomes:
+            family, difficulty = task_label(outcome.get("task_meta", {}))
+            if not outcome["valid_task"] or family not in self.skills:
+                continue
+            for _ in outcome["attempts"]:
+                p = self.p_correct(family, difficulty)
+                self.skills[family] += self.rate * p * (1 - p)
+
+    def heldout_accuracy(self, tasks) -> float:
+        """Mean probability of solving ``tasks`` (``task_families.Task``) unaided: the executor's held-out accuracy."""
+        return float(np.mean([self.p_correct(t.family, t.difficulty) for t in tasks]))
+
+    def state_dict(self) -> dict:
+        return {"skills": dict(self.skills)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.skills = {k: float(v) for k, v in state["skills"].items()}
+
+
+class NoisyVerifier:
+    seat = "verifier"
+
+    def __init__(self, accuracy: float = 0.8, adversarial: bool = False):
+        self.accuracy, self.adversarial = accuracy, adversarial
+
+    def act(self, env, agent: str, rng: np.random.Generator) -> str:
+        rules = env.rules
+        if self.adversarial:
+            return "This is wrong: the last step does not follow. Recheck it. \\boxed{reject}"
+        right = answers_match(rules.current.answer, rules.reference)
+        judged_right = right if rng.random() < self.accuracy else not right
+        if judged_right:
+            return "The answer follows from the task. \\boxed{accept}"
+        return "The answer does not match what the task asks. \\boxed{reject}"
+
+
+class HintTeacher:
+    seat = "teacher"
+
+    def act(self, env, agent: str, rng: np.random.Generator) -> str:
+        return "Work through the task one step at a time and check each intermediate value before answering."
+
+
+FORGE_PLAYERS = {
+    "uniform": lambda: CurriculumProposer.named("uniform"),
+    "alp_gmm": lambda: CurriculumProposer.named("alp_gmm"),
+    "sec": lambda: CurriculumProposer.named("sec"),
+    "skilled": SkilledExecutor,
+    "noisy": NoisyVerifier,
+    "adversarial": lambda: NoisyVerifier(adversarial=True),
+    "hinter": HintTeacher,
+}

@@ -1,0 +1,390 @@
+"""Task forge: a proposer writes a task, an executor solves it, a verifier judges, a teacher hints.
+
+| Creation    | ``games.make("task_forge")``, ``games.make("task_forge", attempts=4, tool_calls=2, teacher=True)`` |
+|-------------|------------------------------------------------------------------------------------------|
+| Seats       | ``proposer``, ``executor``, ``verifier``, and ``teacher`` when ``teacher=True``            |
+| Moves       | free text (``Text`` action space); what a turn may contain depends on the phase below      |
+| Observation | ``prompt``: the rules, then what this seat may see now                                    |
+| Rewards     | none of its own: the match reports an outcome (:meth:`TaskForge.outcome`) and the roles shape rewards from it (``roles.rewards``), passed in as ``reward_fn`` |
+
+One match is one task:
+
+1. **propose** — the proposer may run Python (a fenced ```python block; its output comes back) up to
+   ``proposer_tool_calls`` times, then submits ``<task>STATEMENT</task>`` and
+   ``<program>CODE</program>``. The program runs in the sandbox twice, with different hash seeds;
+   its output is the reference answer. A program that fails, times out, prints nothing, prints
+   too much, or prints different things on the two runs makes an **invalid task**, recorded with
+   its reason, and the match ends.
+2. for each of ``attempts`` (k) independent attempts:
+   - **attempt** — the executor may run Python up to ``tool_calls`` (T) times, then answers with
+     ``\\boxed{ANSWER}``. Output with no answer is an **invalid answer**, recorded with its reason
+     (the attempt counts as wrong; the match goes on);
+   - **judge** — the verifier sees the task and the answer and replies ``\\boxed{accept}`` or
+     ``\\boxed{reject}`` with a short critique;
+   - **revise** — the executor sees the verdict and critique and may change its answer once
+     (``\\boxed{…}`` again; no answer keeps the old one). A critique can help or mislead: strong
+     agents switch correct answers after one persuasive but wrong critique (WAFER-QA);
+   - **hint** and **retry** — with a teacher seated, when the final answer is wrong: the teacher
+     (who sees the reference answer) writes a hint that must not contain the answer, and the
+     executor tries once more with it, tools allowed.
+3. The match ends; the outcome holds every answer, verdict, switch and hint, and p̂, the share of
+   attempts right before any critique (the executor's own success rate).
+
+Code written by players runs only in :mod:`games.sandbox`, never in this process.
+
+Version history:
+* v1: first version.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from games.core import GameInfo, Parsed, Rules, boxed_contents
+from games.sandbox import Limits, Sandbox
+from games.task_families import answers_match, normalize_answer
+
+SEATS = ("proposer", "executor", "verifier")
+TEACHER = "teacher"
+ANSWER_MAX_CHARS = 200  # a reference answer longer than this makes an invalid task
+HINT_MAX_CHARS = 500
+CRITIQUE_MAX_CHARS = 400
+TOOL_OUTPUT_SHOWN = 600  # characters of a tool run's output fed back to the player
+
+RULES_TEXT = " ".join("""You are playing task forge, a game of four roles. The proposer writes a task
+with a Python program that prints its answer; the executor solves the task, running Python if it
+likes, and answers in \\boxed{}; the verifier judges each answer (accept or reject, with a short
+critique); the executor may then revise its answer; a teacher may give a hint after a wrong answer.
+Python runs in a sandbox: standard library only, no files or network, a few seconds at most.""".split())
+
+INSTRUCTIONS = {
+    "propose": "Write a task with one exact answer. To run Python first, reply with one ```python block. "
+    "To submit, reply with <task>THE TASK</task> and <program>PYTHON CODE THAT PRINTS THE ANSWER</program>.",
+    "attempt": "Solve the task. To run Python, reply with one ```python block. "
+    "To answer, end with \\boxed{ANSWER}.",
+    "judge": "Is the answer correct? Reply with a one-sentence critique, then \\boxed{accept} or \\boxed{reject}.",
+    "revise": "Consider the verdict. Give your final answer as \\boxed{ANSWER} (it may be the same).",
+    "hint": "The executor's final answer was wrong. Write one short hint that helps without giving the answer away.",
+    "retry": "Try again, using the hint. To run Python, reply with one ```python block. "
+    "To answer, end with \\boxed{ANSWER}.",
+}
+MOVER = {"propose": 0, "attempt": 1, "judge": 2, "revise": 1, "hint": 3, "retry": 1}  # seat index per phase
+
+_PYTHON_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_TAG = {name: re.compile(rf"<{name}(?P<attrs>[^>]*)>(?P<body>.*?)</{name}>", re.DOTALL | re.IGNORECASE) for name in ("task", "program")}
+_ATTR = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+_VERDICT = re.compile(r"(?<!\w)(accept|reject)(?:ed|s)?(?!\w)", re.IGNORECASE)
+
+
+def python_block(text: str) -> str | None:
+    """The last fenced Python block in ``text``, or None."""
+    blocks = _PYTHON_BLOCK.findall(text)
+    return blocks[-1].strip("\n") if blocks else None
+
+
+def read_answer(text: str) -> str | None:
+    """The last ``\\boxed{…}`` answer, or None."""
+    boxed = boxed_contents(text)
+    return boxed[-1].strip() if boxed else None
+
+
+def read_submission(text: str) -> tuple[str, str, dict[str, str]] | None:
+    """``<task>`` and ``<program>`` of a proposer's submission (the last of each), and the task
+    tag's attributes (scripted proposers label tasks: ``<task family="arithmetic" size="0.3">``)."""
+    tasks, programs = _TAG["task"].findall(text), _TAG["program"].findall(text)
+    if not tasks or not programs:
+        return None
+    attrs, statement = tasks[-1]
+    program = programs[-1][1]
+    fenced = python_block(program)  # a program may come in a fenced block inside the tag
+    return statement.strip(), (fenced if fenced is not None else program).strip("\n"), dict(_ATTR.findall(attrs))
+
+
+def _shown(answer: str | None) -> str:
+    return "(no answer)" if answer is None else answer
+
+
+def read_verdict(text: str) -> str | None:
+    """``accept`` or ``reject``: the boxed one if any, else the last named."""
+    for candidate in [*reversed(boxed_contents(text)), text]:
+        found = _VERDICT.findall(candidate)
+        if found:
+            return found[-1].lower()
+    return None
+
+
+@dataclass
+class Attempt:
+    """One of the executor's attempts, as the outcome reports it."""
+
+    answer: str | None = None
+    invalid_reason: str = ""
+    correct: bool = False
+    tool_calls: int = 0
+    verdict: str | None = None
+    verdict_invalid_reason: str = ""
+    critique: str = ""
+    revised_answer: str | None = None
+    revised_correct: bool = False
+    hint: str | None = None
+    hint_invalid_reason: str = ""
+    hint_answer: str | None = None
+    hint_correct: bool | None = None
+    transcript: list[str] = field(default_factory=list)  # the executor's tool runs in this attempt
+
+
+class TaskForge(Rules):
+    info = GameInfo("task_forge", 1, SEATS, False, -2.0, 2.0, 64)
+    moves = None
+    rules_text = RULES_TEXT
+
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        attempts: int = 4,
+        tool_calls: int = 2,
+        proposer_tool_calls: int = 4,
+        teacher: bool = False,
+        limits: Limits | None = None,
+        reward_fn: Callable[[dict], dict[str, dict[str, float]]] | None = None,
+        task: tuple[str, str] | None = None,
+    ):
+        """``task``: a given (statement, program) instead of a proposer's, for held-out evaluation:
+        the match starts at the first attempt. ``reward_fn`` shapes the outcome into each seat's
+        reward components (``roles.rewards.forge_rewards``); without it every reward is 0."""
+        if attempts < 1 or tool_calls < 0 or proposer_tool_calls < 0:
+            raise ValueError(f"need attempts >= 1 and tool calls >= 0, got {attempts=}, {tool_calls=}, {proposer_tool_calls=}")
+        seats = (*SEATS, TEACHER) if teacher else SEATS
+        per_attempt = (tool_calls + 1) + 2 + (1 + tool_calls + 1 if teacher else 0)
+        self.info = replace(TaskForge.info, seats=seats, max_turns=proposer_tool_calls + 1 + attempts * per_attempt)
+        self.k, self.tool_calls, self.proposer_tool_calls, self.teacher = attempts, tool_calls, proposer_tool_calls, teacher
+        self.sandbox = Sandbox(limits or Limits())
+        self.reward_fn = reward_fn
+        self.phase = "propose"
+        self.task: str = ""
+        self.task_meta: dict[str, str] = {}
+        self.program: str = ""
+        self.reference: str | None = None
+        self.invalid_reason = ""
+        self.proposer_transcript: list[str] = []
+        self.attempts: list[Attempt] = []
+        if task is not None:
+            self._submit(*task, meta={})
+
+    # ---- whose turn ----------------------------------------------------------------------------
+
+    @property
+    def to_move(self) -> int | None:
+        return None if self.phase == "over" else MOVER[self.phase]
+
+    @property
+    def current(self) -> Attempt:
+        return self.attempts[-1]
+
+    def legal_moves(self) -> list[str]:
+        return [INSTRUCTIONS[self.phase]] if self.phase != "over" else []
+
+    def turn_tag(self) -> str:
+        """``propose``, or the phase and the attempt it belongs to: ``attempt:0``, ``judge:0``, ``retry:3``…"""
+        return self.phase if self.phase in ("propose", "over") else f"{self.phase}:{len(self.attempts) - 1}"
+
+    def parse(self, text: str) -> Parsed:
+        """Every text is a move: what it fails to say is judged inside the game (an invalid task
+        or answer, recorded with its reason), not by ending the match on the spot."""
+        return Parsed(text)
+
+    # ---- moves ---------------------------------------------------------------------------------
+
+    def apply(self, move: str) -> list[float]:
+        getattr(self, f"_{self.phase}")(move)
+        if self.phase != "over" or self.reward_fn is None:
+            return [0.0] * len(self.info.seats)
+        shaped = self.reward_fn(self.outcome())
+        return [sum(shaped.get(seat, {}).values()) for seat in self.info.seats]
+
+    def _run(self, code: str) -> str:
+        """Run a player's code in the sandbox; what it printed (or why it failed), trimmed, to show back."""
+        result = self.sandbox.run(code)
+        shown = result.stdout if result.ok else f"{result.stdout}\n[{result.reason}]".strip()
+        return shown[:TOOL_OUTPUT_SHOWN]
+
+    def _propose(self, text: str) -> None:
+        code = python_block(text)
+        submission = read_submission(text)
+        if submission is None and code is not None and len(self.proposer_transcript) < self.proposer_tool_calls:
+            self.proposer_transcript.append(f"```python\n{code}\n```\nOutput:\n{self._run(code)}")
+            return
+        if submission is None:
+            self._end_invalid("no <task>…</task> and <program>…</program> in the proposal")
+            return
+        self._submit(*submission)
+
+    def _submit(self, task: str, program: str, meta: dict[str, str]) -> None:
+        """Check a task by running its program twice; its output is the reference answer."""
+        self.task, self.program, self.task_meta = task, program, meta
+        if not self.task:
+            self._end_invalid("the task is empty")
+            return
+        first, second = (self.sandbox.run(self.program, hash_seed=seed) for seed in (0, 1))
+        for result in (first, second):
+            if not result.ok:
+                self._end_invalid(f"the program failed: {result.reason}")
+                return
+        answer = first.stdout.strip()
+        if answer != second.stdout.strip():
+            self._end_invalid("the program is not deterministic: two runs printed different answers")
+        elif not answer:
+            self._end_invalid("the program printed nothing")
+        elif len(answer) > ANSWER_MAX_CHARS:
+            self._end_invalid(f"the answer is longer than {ANSWER_MAX_CHARS} characters")
+        else:
+            self.reference = answer
+            self.attempts.append(Attempt())
+            self.phase = "attempt"
+
+    def _end_invalid(self, reason: str) -> None:
+        self.invalid_reason, self.phase = reason, "over"
+
+    def _tool_or_answer(self, text: str, calls_made: int) -> tuple[str | None, str, bool]:
+        """(answer, invalid reason, ran a tool) for an executor turn that may run Python."""
+        answer = read_answer(text)
+        if answer is not None:
+            return answer, "", False
+        code = python_block(text)
+        if code is not None and calls_made < self.tool_calls:
+            self.current.transcript.append(f"```python\n{code}\n```\nOutput:\n{self._run(code)}")
+            return None, "", True
+        if code is not None:
+            return None, f"no tool calls left ({self.tool_calls} allowed) and no \\boxed{{answer}}", False
+        return None, "no \\boxed{answer} in the output", False
+
+    def _attempt(self, text: str) -> None:
+        a = self.current
+        answer, reason, ran = self._tool_or_answer(text, a.tool_calls)
+        if ran:
+            a.tool_calls += 1
+            return
+        a.answer, a.invalid_reason = answer, reason
+        a.correct = answers_match(answer, self.reference)
+        self.phase = "judge"
+
+    def _judge(self, text: str) -> None:
+        a = self.current
+        a.verdict = read_verdict(text)
+        if a.verdict is None:
+            a.verdict_invalid_reason = "no accept or reject in the judgement"
+        critique = re.sub(r"\\boxed\s*\{[^{}]*\}", "", text).strip()
+        a.critique = critique[:CRITIQUE_MAX_CHARS]
+        self.phase = "revise"
+
+    def _revise(self, text: str) -> None:
+        a = self.current
+        revised = read_answer(text)
+        a.revised_answer = revised if revised is not None else a.answer
+        a.revised_correct = answers_match(a.revised_answer, self.reference)
+        self.phase = "hint" if self.teacher and not a.revised_correct else self._next_attempt()
+
+    def _hint(self, text: str) -> None:
+        a = self.current
+        hint = text.strip()[:HINT_MAX_CHARS]
+        if not hint:
+            a.hint_invalid_reason = "the hint is empty"
+        elif normalize_answer(self.reference) in normalize_answer(hint):
+            a.hint_invalid_reason = "the hint gives the answer away"
+        if a.hint_invalid_reason:
+            self.phase = self._next_attempt()
+            return
+        a.hint = hint
+        a.transcript = []  # the retry's own tool runs
+        self.phase = "retry"
+
+    def _retry(self, text: str) -> None:
+        a = self.current
+        answer, _, ran = self._tool_or_answer(text, len(a.transcript))
+        if ran:
+            return
+        a.hint_answer = answer
+        a.hint_correct = answers_match(answer, self.reference)
+        self.phase = self._next_attempt()
+
+    def _next_attempt(self) -> str:
+        if len(self.attempts) == self.k:
+            return "over"
+        self.attempts.append(Attempt())
+        return "attempt"
+
+    # ---- what each seat sees -------------------------------------------------------------------
+
+    def view(self, seat: int) -> str:
+        name = self.info.seats[seat]
+        if self.phase == "over":
+            return f"The match is over. {self._summary()}"
+        if MOVER[self.phase] != seat:
+            return f"You are the {name}. Waiting for the {self.info.seats[MOVER[self.phase]]}."
+        lines = [f"You are the {name}."]
+        if self.phase == "propose":
+            lines += self.proposer_transcript
+            left = self.proposer_tool_calls - len(self.proposer_transcript)
+            lines.append(f"Python runs left: {left}.")
+        else:
+            lines.append(f"Task: {self.task}")
+            lines += self._view_attempt()
+        lines.append(INSTRUCTIONS[self.phase])
+        return "\n".join(lines)
+
+    def _view_attempt(self) -> list[str]:
+        a = self.current
+        if self.phase == "attempt":
+            return [*a.transcript, f"Python runs left: {self.tool_calls - a.tool_calls}."]
+        if self.phase == "judge":
+            return [*a.transcript, f"The executor's answer: {_shown(a.answer)}"]
+        if self.phase == "revise":
+            verdict = a.verdict or "no verdict"
+            return [f"Your answer: {_shown(a.answer)}", f"The verifier's verdict: {verdict}. Critique: {a.critique}"]
+        if self.phase == "hint":
+            return [f"Reference answer: {self.reference}", f"The executor's final answer: {_shown(a.revised_answer)}"]
+        return [f"Your answer was wrong: {_shown(a.revised_answer)}", f"Hint: {a.hint}", *a.transcript,
+                f"Python runs left: {self.tool_calls - len(a.transcript)}."]  # fmt: skip
+
+    def _summary(self) -> str:
+        if self.invalid_reason:
+            return f"Invalid task: {self.invalid_reason}."
+        right = sum(a.revised_correct for a in self.attempts)
+        return f"Reference answer: {self.reference}. Final answers right: {right} of {len(self.attempts)}."
+
+    def render(self) -> str:
+        lines = [f"phase: {self.phase}", f"task: {self.task!r}", f"reference: {self.reference!r}"]
+        if self.invalid_reason:
+            lines.append(f"invalid task: {self.invalid_reason}")
+        for i, a in enumerate(self.attempts):
+            lines.append(
+                f"attempt {i}: answer={a.answer!r} correct={a.correct} tools={a.tool_calls} verdict={a.verdict} "
+                f"revised={a.revised_answer!r} ({a.revised_correct}) hint={a.hint!r} retry={a.hint_answer!r} ({a.hint_correct})"
+            )
+        return "\n".join(lines)
+
+    # ---- the outcome ---------------------------------------------------------------------------
+
+    def outcome(self) -> dict:
+        """Everything reward shaping needs (the schema ``roles.rewards.forge_rewards`` reads)."""
+        answers = [normalize_answer(a.answer) for a in self.attempts if a.answer is not None]
+        majority = Counter(answers).most_common(1)[0][0] if answers else None
+        fields = ("answer", "invalid_reason", "correct", "tool_calls", "verdict", "verdict_invalid_reason", "critique",
+                  "revised_answer", "revised_correct", "hint", "hint_invalid_reason", "hint_answer", "hint_correct")  # fmt: skip
+        return {
+            "valid_task": self.reference is not None,
+            "invalid_reason": self.invalid_reason,
+            "task": self.task,
+            "task_meta": dict(self.task_meta),
+            "reference": self.reference,
+            "proposer_tool_calls": len(self.proposer_transcript),
+            "attempts": [{f: getattr(a, f) for f in fields} for a in self.attempts],
+            "p_hat": float(np.mean([a.correct for a in self.attempts])) if self.attempts else 0.0,
+            "majority_answer": majority,
+            "majority_agrees": majority is not None and answers_match(majority, self.reference),
+        }
