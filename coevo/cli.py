@@ -21,6 +21,7 @@ from marl.players import is_model, make_player
 from marl.policy import Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.train import Trainer
+from populations.coevolution import CoevolutionTrainer
 from populations.config import load_run_config
 from populations.sweep import expand, load_sweep, run_sweep
 from populations.train import PopulationTrainer
@@ -165,7 +166,10 @@ def train(
         folder = run_dir or Path("runs") / f"{config.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         if folder.exists() and any(folder.iterdir()):
             raise typer.BadParameter(f"{folder} already holds a run; use --resume {folder} or another --run-dir")
-    trainer = (Trainer if cfg.population is None else PopulationTrainer)(cfg, folder)
+    if cfg.roles is not None:
+        trainer = CoevolutionTrainer(cfg, folder)
+    else:
+        trainer = (Trainer if cfg.population is None else PopulationTrainer)(cfg, folder)
     console.print(f"run directory: {folder}   metrics: {folder / 'events.jsonl'}")
     with Progress(
         TextColumn("[bold]iteration {task.completed}/{task.total}"), BarColumn(), TimeRemainingColumn(),

@@ -68,10 +68,12 @@ class CurriculumProposer:
     @classmethod
     def named(cls, name: str, families: tuple[str, ...] = FAMILIES) -> CurriculumProposer:
         """``uniform``, ``alp_gmm`` (refitted every 100 tasks, not the paper's 250: our runs see a few
-        thousand tasks, not millions) or ``sec``."""
+        thousand tasks, not millions) or ``sec`` (Boltzmann temperature 0.1)."""
         if name == "alp_gmm":
             return cls(ALPGMM(list(families), fit_rate=100, window=100))
-        return cls({"uniform": RandomCurriculum, "sec": SEC}[name](list(families)))
+        if name == "sec":  # rewards 2p(1−p) lie in [0, ½]: at τ = 1 the best arm is barely preferred
+            return cls(SEC(list(families), temperature=0.1))
+        return cls(RandomCurriculum(list(families)))
 
     def act(self, env, agent: str, rng: np.random.Generator) -> str:
         family, knobs = self.curriculum.propose(rng)
@@ -100,7 +102,7 @@ class SkilledExecutor:
     seat = "executor"
 
     def __init__(
-        self, skill: float = 0.25, slope: float = 8.0, rate: float = 0.02, persuadability: float = 0.3,
+        self, skill: float = 0.1, slope: float = 8.0, rate: float = 0.005, persuadability: float = 0.3,
         hint_boost: float = 0.15, families: tuple[str, ...] = FAMILIES,
     ):  # fmt: skip
         self.skills = dict.fromkeys(families, float(skill))

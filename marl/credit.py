@@ -57,7 +57,12 @@ def adpo_clip_high(p_hat: float, eps: float = 0.2, extra: float = 0.1, high: flo
 
 
 def adpo_advantages(
-    rewards: np.ndarray, groups: Sequence[Hashable], p_hats: np.ndarray, min_scale: float = 0.6, low: float = 0.3, high: float = 0.8
+    rewards: np.ndarray,
+    groups: Sequence[Hashable],
+    p_hats: np.ndarray,
+    min_scale: float = 0.6,
+    low: float = 0.3,
+    high: float = 0.8,
 ) -> np.ndarray:
     """Â_i = s(p̂_i)·GRPO_i: GRPO within each group (a task's k attempts), scaled by the task's ambiguity."""
     rewards, p_hats = np.asarray(rewards, dtype=np.float64), np.asarray(p_hats, dtype=np.float64)
@@ -139,7 +144,8 @@ def kickstart_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, mas
     marks real tokens. Only the student gets a gradient. An empty mask gives 0 (still on the graph).
     """
     if student_logits.shape != teacher_logits.shape:
-        raise ValueError(f"student and teacher logits differ in shape: {tuple(student_logits.shape)} vs {tuple(teacher_logits.shape)}")
+        shapes = tuple(student_logits.shape), tuple(teacher_logits.shape)
+        raise ValueError(f"student and teacher logits must have one shape (N, K, V); got {shapes[0]} and {shapes[1]}")
     mask = mask.bool()
     if not mask.any():
         return student_logits.sum() * 0.0

@@ -9,6 +9,15 @@ The optional KL term pulls towards a reference: the initial weights (``magnet_ra
 slowly moving average of the policy's own weights — the "magnet" of magnetic mirror descent
 (Sokota et al. 2023, https://arxiv.org/abs/2206.05825), which damps the last-iterate cycling of
 self-play in zero-sum games.
+
+Kickstarting (Schmitt et al. 2018, https://arxiv.org/abs/1803.03835): with a ``teacher`` and
+λ = ``kickstart_coef`` > 0, each free-text sample's loss adds λ·KL(π_teacher ‖ π_student) over the
+full vocabulary at each of its completion tokens (``marl.credit.kickstart_kl``); forced-choice
+samples are left alone. The teacher is frozen for the update (forward passes under no_grad) and
+must share the student's vocabulary. Anneal λ between updates with ``set_hparams`` (or the
+``kickstart_coef`` attribute) and ``marl.credit.anneal``.
+
+Shapes: N samples, K completion tokens (padded), V vocabulary.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from marl.credit import kickstart_kl
 from marl.hf import HFPolicy
 from marl.losses import ppo_clip_loss
 from marl.policy import choice_logprobs
@@ -48,6 +58,9 @@ class OptimConfig(BaseModel):
     lr_schedule: Literal["constant", "linear"] = Field(
         "constant", description="linear: decay to 0 over the run, so the last iterate settles (SPIRAL: constant)"
     )
+    kickstart_coef: float = Field(
+        0.0, ge=0, description="λ of λ·KL(teacher ‖ student) on free-text turns (kickstarting); needs a teacher; 0 = off"
+    )
 
 
 def trainable_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -68,19 +81,73 @@ class TrainSample:
     candidates: list[list[int]] | None = None  # forced choice: every candidate's token ids
     choice: int | None = None  # forced choice: the index drawn
     temperature: float = 1.0  # forced choice: the softmax temperature it was drawn at
+    clip_high: float | None = None  # ε_high of this sample's upper clip (ADPO); None: the config's clip_eps
 
     @property
     def forced(self) -> bool:
         return self.candidates is not None
 
 
-class Learner:
-    """Updates ``policy`` in place."""
+def _check_same_vocabulary(student: HFPolicy, teacher: HFPolicy) -> None:
+    """Kickstarting compares distributions token by token: both models must index one vocabulary."""
+    widths = student.model.config.vocab_size, teacher.model.config.vocab_size
+    if widths[0] != widths[1]:
+        raise ValueError(
+            f"kickstarting needs one vocabulary: student {student.name} has {widths[0]} logits, teacher "
+            f"{teacher.name} {widths[1]}; pick a teacher with the student's tokenizer"
+        )
+    if student.tokenizer.get_vocab() != teacher.tokenizer.get_vocab():
+        raise ValueError(
+            f"kickstarting needs one vocabulary: {student.name} and {teacher.name} have {widths[0]} logits each "
+            f"but their tokenizers map tokens to ids differently; pick a teacher with the student's tokenizer"
+        )
 
-    def __init__(self, policy: HFPolicy, config: OptimConfig, updates: int = 1):
-        """``updates``: how many ``update`` calls the run will make, for the learning-rate schedule."""
+
+def _completion_logits(
+    policy: HFPolicy, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(N, K, V) next-token logits at each completion token, the (N, K) token ids and (N, K) mask.
+
+    The same forward pass as ``HFPolicy.completion_logprobs`` (which keeps only the chosen tokens'
+    log-probs), so log-probs gathered from these logits equal its output exactly (tested).
+    """
+    k = max(map(len, completions))
+    batch = policy._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters)  # (N, P + S)
+    ids, mask, p = batch.ids, batch.mask, batch.prefix
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    logits = policy.model(
+        input_ids=ids[:, p:], attention_mask=mask, position_ids=positions[:, p:], logits_to_keep=k + 1,
+        **({"cache": batch.cache} if batch.cache is not None else {}),
+        **policy._adapters_for(adapters),
+    ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
+    lengths = torch.tensor([len(c) for c in completions])
+    real = torch.arange(k)[None, :] >= (k - lengths)[:, None]  # (N, K)
+    return logits, ids[:, -k:], real
+
+
+class Learner:
+    """Updates ``policy`` in place; optionally kickstarted towards a frozen ``teacher``."""
+
+    def __init__(
+        self,
+        policy: HFPolicy,
+        config: OptimConfig,
+        updates: int = 1,
+        teacher: HFPolicy | None = None,
+        kickstart_coef: float | None = None,
+        teacher_adapter: str | None = None,
+    ):
+        """``updates``: how many ``update`` calls the run will make, for the learning-rate schedule.
+        ``teacher``: the kickstarting teacher (``teacher_adapter``: which of its LoRA adapters, None
+        for its base). ``kickstart_coef``: λ, overriding ``config.kickstart_coef`` when given."""
+        if kickstart_coef is not None:
+            config = config.model_copy(update={"kickstart_coef": kickstart_coef})
         self.policy = policy
         self.config = config
+        self.teacher, self.teacher_adapter = teacher, teacher_adapter
+        if teacher is not None:
+            _check_same_vocabulary(policy, teacher)
+        self._check_kickstart(config.kickstart_coef)
         self.params = [p for p in policy.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError(f"{policy.name} has no trainable parameters")
@@ -124,6 +191,33 @@ class Learner:
         ones = torch.ones((len(chunk), 1), dtype=torch.bool)
         return torch.stack(chosen)[:, None], ones, torch.stack(ent)[:, None] if entropy else None  # (N, 1) each
 
+    def _check_kickstart(self, coef: float) -> None:
+        if coef < 0:
+            raise ValueError(f"kickstart_coef is a KL weight, so it must be >= 0; got {coef}")
+        if coef and self.teacher is None:
+            raise ValueError(f"kickstart_coef = {coef} needs a teacher: pass Learner(..., teacher=...) or set it to 0")
+
+    @property
+    def kickstart_coef(self) -> float:
+        """λ of the kickstarting term; assign to anneal it (same as ``set_hparams({"kickstart_coef": λ})``)."""
+        return self.config.kickstart_coef
+
+    @kickstart_coef.setter
+    def kickstart_coef(self, value: float) -> None:
+        self.set_hparams({"kickstart_coef": value})
+
+    def _kickstart_logprobs(self, chunk: Sequence[TrainSample]):
+        """Free-text log-probs, mask and entropy as ``_logprobs`` gives them, plus the kickstarting
+        KL, from one student forward pass (the KL needs the full distributions)."""
+        prompts, completions = [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk]
+        logits, targets, real = _completion_logits(self.policy, prompts, completions, [s.adapter for s in chunk])
+        with torch.no_grad():
+            teacher_logits, _, _ = _completion_logits(self.teacher, prompts, completions, [self.teacher_adapter] * len(chunk))
+        log_probs = torch.log_softmax(logits, dim=-1)  # (N, K, V)
+        token_lp = log_probs.gather(2, targets[..., None]).squeeze(2)  # (N, K)
+        entropy = -(log_probs.exp() * log_probs).sum(-1)  # (N, K)
+        return token_lp, real, entropy, kickstart_kl(logits, teacher_logits, real)
+
     def update(self, samples: Sequence[TrainSample]) -> dict[str, float]:
         """One iteration of PPO-clip on ``samples``; returns the standard diagnostics."""
         samples = [s for s in samples if s.completion_ids]  # scripted and human turns have no tokens
@@ -134,22 +228,36 @@ class Learner:
         with torch.no_grad():
             old = [self._logprobs(c)[0] for c in chunks]
             ref = [self._logprobs(c, self.reference)[0] for c in chunks] if self.reference is not None else None
+        kickstart = self.teacher is not None and cfg.kickstart_coef > 0
+        free_text = sum(len(c) for c in chunks if not c[0].forced)
         stats: dict[str, float] = {}
         for epoch in range(cfg.epochs):
             self.optimizer.zero_grad(set_to_none=True)
             sums = dict.fromkeys(("loss/policy", "loss/kl", "policy/entropy", "ppo/clipfrac", "ppo/approx_kl"), 0.0)
+            if kickstart:
+                sums["loss/kickstart_kl"] = 0.0
             for i, chunk in enumerate(chunks):
-                logprobs, mask, entropy = self._logprobs(chunk, entropy=True)
+                kick = kickstart and not chunk[0].forced
+                if kick:
+                    logprobs, mask, entropy, kl_teacher = self._kickstart_logprobs(chunk)
+                else:
+                    logprobs, mask, entropy = self._logprobs(chunk, entropy=True)
                 advantages = torch.tensor([s.advantage for s in chunk], dtype=torch.float32)
                 normalizer = 1.0 if chunk[0].forced else cfg.token_normalizer
+                clip_high = None
+                if any(s.clip_high is not None for s in chunk):
+                    clip_high = torch.tensor([cfg.clip_eps if s.clip_high is None else s.clip_high for s in chunk])  # (N,)
                 terms = ppo_clip_loss(
                     logprobs, old[i], advantages, mask, cfg.clip_eps, normalizer,
-                    ref[i] if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef,
+                    ref[i] if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef, clip_high,
                 )  # fmt: skip
+                loss = terms.loss + cfg.kickstart_coef * kl_teacher if kick else terms.loss
                 weight = len(chunk) / len(samples)
-                (terms.loss * weight).backward()
+                (loss * weight).backward()
                 for key, value in zip(sums, (terms.policy, terms.kl, terms.entropy, terms.clipfrac, terms.approx_kl)):
                     sums[key] += value * weight
+                if kick:  # averaged over free-text samples only: forced-choice turns have no teacher term
+                    sums["loss/kickstart_kl"] += float(kl_teacher.detach()) * len(chunk) / free_text
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
             self.optimizer.step()
             if epoch == 0:
@@ -158,6 +266,8 @@ class Learner:
             stats["ppo/clipfrac"], stats["ppo/approx_kl"] = sums["ppo/clipfrac"], sums["ppo/approx_kl"]
         self.optimizer.zero_grad(set_to_none=True)
         stats["optim/lr"] = self.schedule.get_last_lr()[0]
+        if kickstart:
+            stats["kickstart/coef"] = cfg.kickstart_coef
         self.schedule.step()
         self._pull_reference()
         tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples) * (cfg.epochs + 1)
@@ -176,7 +286,10 @@ class Learner:
 
     def set_hparams(self, values: dict[str, float]) -> None:
         """Change optimisation settings mid-run (PBT's explore); a new ``lr`` keeps the schedule's
-        progress: the rate becomes lr × the schedule's current factor."""
+        progress: the rate becomes lr × the schedule's current factor. ``kickstart_coef`` anneals
+        or perturbs kickstarting's λ."""
+        if "kickstart_coef" in values:
+            self._check_kickstart(values["kickstart_coef"])
         self.config = self.config.model_copy(update=values)
         if "lr" in values:
             self.schedule.base_lrs = [values["lr"]] * len(self.optimizer.param_groups)

@@ -3,13 +3,17 @@
 Per token t of a completion with advantage A (the same for every token of the turn):
 
     ρ_t = exp(log π_θ(y_t) − log π_old(y_t))
-    ℓ_t = max(−A·ρ_t, −A·clip(ρ_t, 1 − ε, 1 + ε))
+    ℓ_t = max(−A·ρ_t, −A·clip(ρ_t, 1 − ε, 1 + ε_high))   ε_high = ε unless given per sample
     + β·KL_t(π_θ ‖ π_ref)  (k3 estimator, http://joschu.net/blog/kl-approx.html)
     − c·H_t(π_θ)           (entropy bonus)
 
 summed over tokens and divided by a constant (``token_normalizer``, SPIRAL: the generation limit)
 rather than by each completion's length, which would bias towards short answers (Dr. GRPO), then
 averaged over samples.
+
+ADPO's dynamic upper clip (Agent0, research/roles.md §1.4; ``marl.credit.adpo_clip_high``) gives
+each sample its own ε_high (``clip_high``), widening the trust region upwards on ambiguous tasks;
+the lower bound stays 1 − ε.
 
 Shapes: N samples, K completion tokens (padded), mask (N, K) marks real tokens.
 """
@@ -42,13 +46,18 @@ def ppo_clip_loss(
     kl_coef: float = 0.0,
     entropy: torch.Tensor | None = None,  # (N, K) per-token entropy of π_θ
     entropy_coef: float = 0.0,
+    clip_high: torch.Tensor | None = None,  # (N,) per-sample ε_high; None: ε_high = ε
 ) -> LossTerms:
     mask = mask.float()
     log_ratio = logprobs - old_logprobs  # (N, K)
     ratio = log_ratio.exp()
     a = advantages[:, None]  # (N, 1)
     pg_unclipped = -a * ratio
-    pg_clipped = -a * ratio.clamp(1 - clip_eps, 1 + clip_eps)
+    if clip_high is None:
+        clipped_ratio = ratio.clamp(1 - clip_eps, 1 + clip_eps)
+    else:
+        clipped_ratio = ratio.clamp(min=1 - clip_eps).minimum(1 + clip_high.to(ratio.dtype)[:, None])  # (N, K)
+    pg_clipped = -a * clipped_ratio
     per_token = torch.maximum(pg_unclipped, pg_clipped)  # (N, K)
     policy = (per_token * mask).sum(-1) / token_normalizer  # (N,)
     loss = policy.mean()

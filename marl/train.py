@@ -190,6 +190,14 @@ class Trainer:
             "kuhn/strategy": strategy,  # P(bet or call) per information set: for average policies and plots
         }
 
+    def _start_info(self) -> dict:
+        """What the run's first event says about it."""
+        return {
+            "model": self.config.model, "mode": self.config.mode, "matches_per_iteration": self.config.rollout.matches,
+            "games": self.config.games, **self._kuhn_metrics(),
+            "trainable_parameters": sum(p.numel() for p in trainable_weights(self.policy.model).values()),
+        }  # fmt: skip
+
     def _strategy_temperature(self) -> float:
         return self.config.rollout.temperature if self.config.mode == "choose" else 1.0
 
@@ -330,11 +338,7 @@ class Trainer:
         metrics: dict = {}
         try:
             if not resume:
-                log.info(
-                    "start", kind="start", iteration=0, model=self.config.model, mode=self.config.mode,
-                    matches_per_iteration=self.config.rollout.matches, games=self.config.games,
-                    trainable_parameters=sum(p.numel() for p in trainable_weights(self.policy.model).values()), **self._kuhn_metrics(),
-                )  # fmt: skip
+                log.info("start", kind="start", iteration=0, **self._start_info())
             while self.iteration < self.config.iterations:
                 iteration = self.iteration + 1
                 try:

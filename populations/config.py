@@ -13,10 +13,12 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 import games
-
-from marl.config import Strict, TrainConfig, load_config
+from games.forge_players import FORGE_PLAYERS
+from marl.config import LoraSettings, Strict, TrainConfig, load_config
+from marl.players import MODELS
 from populations.league import LeagueConfig
 from populations.pbt import PBTConfig
+from roles.rewards import RewardConfig
 
 MATCHMAKERS = ("self_play", "fictitious", "pfsp", "skill", "psro", "league")
 SAMPLING_HPARAMS = ("temperature", "top_p")  # a member's own sampling settings, which PBT may tune
@@ -42,8 +44,78 @@ class PopulationConfig(Strict):
     pbt: PBTConfig = PBTConfig()
 
 
+FORGE_ROLES = ("proposer", "executor", "verifier", "teacher")
+ROLE_ESTIMATORS = ("rae", "reinforce", "batch_mean", "grpo", "adpo", "malt")
+
+
+class RoleConfig(Strict):
+    """Who plays one task forge role, and how it learns."""
+
+    player: str = Field(description="scripted:<name> (games.forge_players) | tiny | smollm2-135m | hf:<path>")
+    trainable: bool = Field(True, description="models: gradient updates; scripted players: their own learn() (curricula, skill)")
+    estimator: Literal[ROLE_ESTIMATORS] = Field(  # type: ignore[valid-type]
+        "rae", description="rae (per-(game, role) EMA), reinforce, batch_mean, grpo (over a task's attempts), adpo, malt"
+    )
+    task_filter: bool = Field(False, description="executor: learn only from tasks with 0.3 <= p̂ <= 0.8 (Agent0)")
+    kickstart: float = Field(0.0, ge=0, description="executor: λ of λ·KL(teacher ‖ executor) on its own turns; the teacher must be a model")
+    kickstart_final: float | None = Field(None, ge=0, description="anneal λ linearly to this by the last iteration")
+    model_seed: int = Field(0, description="initialisation seed of a tiny model")
+    lora: LoraSettings = LoraSettings()
+
+    @property
+    def scripted(self) -> str | None:
+        """The scripted player's name, or None for a model."""
+        return self.player.removeprefix("scripted:") if self.player.startswith("scripted:") else None
+
+
+class ForgeConfig(Strict):
+    attempts: int = Field(4, ge=1, description="k: the executor's independent attempts per task (p̂ is over them)")
+    tool_calls: int = Field(2, ge=0, description="T: Python runs the executor may make per attempt")
+    proposer_tool_calls: int = Field(4, ge=0, description="Python runs the proposer may make before submitting")
+    cpu_seconds: float = Field(2.0, gt=0, description="sandbox CPU limit per program")
+    wall_seconds: float = Field(5.0, gt=0, description="sandbox wall-time limit per program")
+    heldout: int = Field(32, ge=1, description="held-out tasks per family for the executor's evaluation")
+
+
 class RunConfig(TrainConfig):
     population: PopulationConfig | None = None
+    roles: dict[str, RoleConfig] | None = Field(None, description="task forge co-evolution: who plays each role")
+    forge: ForgeConfig = ForgeConfig()
+    rewards: dict[str, float | bool | str] = Field({}, description="roles.rewards.RewardConfig's fields, e.g. uncertainty = 'min'")
+
+    @model_validator(mode="after")
+    def _roles_fit_the_run(self) -> RunConfig:
+        if self.roles is None:
+            return self
+        if self.population is not None:
+            raise ValueError("roles: task forge co-evolution and [population] are separate kinds of run; give one")
+        if set(self.games) != {"task_forge"}:
+            raise ValueError("roles: co-evolution plays task_forge only; set games = { task_forge = 1.0 }")
+        missing = [r for r in FORGE_ROLES[:3] if r not in self.roles]
+        unknown = sorted(set(self.roles) - set(FORGE_ROLES))
+        if missing or unknown:
+            raise ValueError(f"roles: need {', '.join(FORGE_ROLES[:3])} (and optionally teacher); missing {missing}, unknown {unknown}")
+        for role, seat in self.roles.items():
+            name = seat.scripted
+            if name is None:
+                if seat.player not in MODELS and not seat.player.startswith("hf:"):
+                    raise ValueError(f"roles.{role}.player: unknown player {seat.player!r}; scripted:<name>, {', '.join(MODELS)} or hf:<path>")
+            elif name not in FORGE_PLAYERS or FORGE_PLAYERS[name]().seat != role:
+                fits = [n for n, make in FORGE_PLAYERS.items() if make().seat == role]
+                raise ValueError(f"roles.{role}.player: no scripted {role} {name!r}; choose from {', '.join(fits)}")
+            if seat.estimator == "adpo" and role != "executor":
+                raise ValueError(f"roles.{role}.estimator: adpo is the executor's (it scales by the task's p̂)")
+            if (seat.kickstart or seat.kickstart_final) and (role != "executor" or "teacher" not in self.roles or self.roles["teacher"].scripted):
+                raise ValueError(f"roles.{role}.kickstart: kickstarting distils a teacher model into the executor; seat a model teacher")
+        try:
+            RewardConfig(**self.rewards)
+        except TypeError as err:
+            raise ValueError(f"rewards: {err}") from None
+        return self
+
+    @property
+    def reward_config(self) -> RewardConfig:
+        return RewardConfig(**self.rewards)
 
     @model_validator(mode="after")
     def _population_fits_the_run(self) -> RunConfig:

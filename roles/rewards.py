@@ -9,12 +9,12 @@ A seat's reward is the sum of named components, so every term can be logged and 
 | proposer | invalid_task   | ``proposer_invalid`` (−1) if the task is invalid, else 0               | Agent0 code, §1.2  |
 | proposer | uncertainty    | R_unc(p̂), 0 if invalid; × [majority = reference] if ``majority_gate``  | Agent0, §1.2       |
 | proposer | tool_bonus     | γ·min(N_tool, C), γ = 0.05, C = 4                                      | Agent0, §1.2       |
-| proposer | repetition     | −λ_rep·|cluster| / batch, a batch term: ``add_repetition``             | Agent0, §1.2       |
+| proposer | repetition     | −λ_rep·(cluster size / batch size), a batch term: ``add_repetition``   | Agent0, §1.2       |
 | executor | correct        | mean over attempts of [final answer correct]                           | Agent0 torl reward |
 | executor | format         | −0.2 × share of invalid answers                                        | format penalty     |
 | verifier | agreement      | mean over attempts of [accepted] == [correct]  (constructive)          | MARTI, §4.3 item 5 |
 | verifier | false_accept   | −0.5 × share of attempts accepted while wrong  (constructive)          | ours               |
-| verifier | switch_away    | share of attempts correct before the critique, wrong after (adversarial) | ours             |
+| verifier | switch_away    | share of attempts right before the critique, wrong after (adversarial) | ours               |
 | teacher  | progress       | mean over hinted attempts of [retry correct] − p̂                       | learning progress  |
 
 R_unc has two forms: the paper's ``linear`` 1 − 2|p̂ − ½| and Agent0's code's ``min`` min(p̂, 1 − p̂),

@@ -1,5 +1,6 @@
 """Role-specific credit: Agent0's filter and ADPO, MALT tree values, kickstarting (function and learner)."""
 
+import itertools
 import math
 
 import numpy as np
@@ -64,24 +65,18 @@ def test_adpo_advantages_by_hand():
 
 
 def malt_tree():
-    """2 generators × 2 verifiers × 2 refiners; leaf rewards under each verifier."""
+    """2 generators × 2 verifiers × 2 refiners; the refiners' outcome rewards under each verifier."""
     leaves = {"v11": (1, 1), "v12": (1, 0), "v21": (0, 0), "v22": (1, 0)}
-    nodes = {}
 
     def verifier(name):
-        refiners = [Node("refiner", f"r{name[1:]}{i + 1}", reward=r) for i, r in enumerate(leaves[name])]
-        nodes.update({r.payload: r for r in refiners})
-        nodes[name] = Node("verifier", name, refiners)
-        return nodes[name]
+        return Node("verifier", name, [Node("refiner", f"r{name[1:]}{i + 1}", reward=r) for i, r in enumerate(leaves[name])])
 
-    for g in ("g1", "g2"):
-        nodes[g] = Node("generator", g, [verifier(f"v{g[1]}1"), verifier(f"v{g[1]}2")])
-    root = Node("question", "q", [nodes["g1"], nodes["g2"]])
-    return root, nodes
+    generators = [Node("generator", f"g{g}", [verifier(f"v{g}1"), verifier(f"v{g}2")]) for g in (1, 2)]
+    return Node("question", "q", generators)
 
 
 def test_malt_values_labels_and_pairs():
-    root, n = malt_tree()
+    root = malt_tree()
     values = {node.payload: v for node, v, _ in malt_samples(root)}
     # V(refiner) = R; V(verifier) = mean of its refiners; V(generator) = mean of its verifiers (MALT §2.2)
     assert values == pytest.approx({
@@ -118,7 +113,8 @@ def test_kickstart_kl_on_known_distributions():
     mask = torch.tensor([[True, False]])  # the second position is padding
     by_hand = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
     reference = torch.distributions.kl_divergence(
-        torch.distributions.Categorical(probs=torch.tensor([0.5, 0.5])), torch.distributions.Categorical(probs=torch.tensor([0.25, 0.75]))
+        torch.distributions.Categorical(probs=torch.tensor([0.5, 0.5])),
+        torch.distributions.Categorical(probs=torch.tensor([0.25, 0.75])),
     )
     assert kickstart_kl(student, teacher, mask).item() == pytest.approx(by_hand)
     assert kickstart_kl(student, teacher, mask).item() == pytest.approx(reference.item())
@@ -159,7 +155,9 @@ def test_clip_high_widens_the_upper_clip_per_sample():
     assert wide.loss.item() == pytest.approx((-1.25 - 1.3) / 2) and wide.clipfrac == 0.5
     same = ppo_clip_loss(logprobs, old, adv, mask, clip_eps=0.2, clip_high=torch.tensor([0.2, 0.2]))
     assert same.loss.item() == plain.loss.item()  # ε_high = ε is today's loss
-    low = ppo_clip_loss(torch.log(torch.tensor([[0.5]])), torch.zeros(1, 1), -torch.ones(1), mask[:1], 0.2, clip_high=torch.tensor([0.3]))
+    low = ppo_clip_loss(
+        torch.log(torch.tensor([[0.5]])), torch.zeros(1, 1), -torch.ones(1), mask[:1], 0.2, clip_high=torch.tensor([0.3])
+    )
     assert low.loss.item() == pytest.approx(0.8)  # the lower bound stays 1 − ε
 
 
@@ -204,7 +202,7 @@ def test_kickstarting_moves_the_student_towards_the_teacher():
     before = student_kl(learner, batch)
     kls = [learner.update(batch)["loss/kickstart_kl"] for _ in range(4)]
     assert kls[0] == pytest.approx(before, rel=1e-5)  # reported before the step
-    assert all(b < a for a, b in zip(kls, kls[1:])), f"KL(teacher ‖ student) should fall step by step: {kls}"
+    assert all(b < a for a, b in itertools.pairwise(kls)), f"KL(teacher ‖ student) should fall step by step: {kls}"
     assert student_kl(learner, batch) < 0.6 * before  # measured here: 0.024 -> 0.011 after 4 steps
     changed = [n for n, p in teacher.model.named_parameters() if not torch.equal(p, teacher_weights[n])]
     assert not changed, f"the teacher must stay frozen: {changed}"
@@ -260,7 +258,8 @@ def test_completion_logits_shapes():
     policy = load_tiny(1)
     batch = samples_for(policy, ["bet", "check"], [0.0, 0.0])
     with torch.no_grad():
-        logits, targets, real = _completion_logits(policy, [s.prompt_ids for s in batch], [s.completion_ids for s in batch], [None, None])
+        prompts, completions = [s.prompt_ids for s in batch], [s.completion_ids for s in batch]
+        logits, targets, real = _completion_logits(policy, prompts, completions, [None, None])
     k = max(len(s.completion_ids) for s in batch)
     assert logits.shape == (2, k, policy.model.config.vocab_size) and targets.shape == real.shape == (2, k)
     assert real.sum(-1).tolist() == [len(s.completion_ids) for s in batch]

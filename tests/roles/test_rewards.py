@@ -1,12 +1,14 @@
 """task_forge role rewards on hand-computed outcomes; properties where no number is known."""
 
 import copy
+import doctest
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import roles.rewards
 from roles.rewards import (
     RewardConfig,
     add_repetition,
@@ -235,3 +237,8 @@ def test_add_repetition_uses_the_valid_tasks_of_the_batch():
     assert [r["proposer"]["repetition"] for r in rewards] == pytest.approx([-0.5, -0.5, 0.0])  # −0.5 × 2/2
     with pytest.raises(ValueError, match="one rewards dict per outcome"):
         add_repetition(rewards[:1], batch)
+
+
+def test_docstring_example():
+    result = doctest.testmod(roles.rewards)
+    assert result.attempted > 0 and result.failed == 0
