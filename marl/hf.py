@@ -211,14 +211,14 @@ class HFPolicy:
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         return Response(text, prompt, tokens, logprobs, "stop" if end is not None else "length")
 
-    def completion_logprobs(
-        self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], entropy: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Log-prob of each completion token after its prompt, with grad: the learner's forward pass.
-        The batch's shared prompt start is computed once, and gradients flow back through it.
+    def completion_logits(
+        self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Next-token logits at each completion token, with grad: the learner's forward pass (and
+        kickstarting's, which needs whole distributions). The batch's shared prompt start is
+        computed once, and gradients flow back through it.
 
-        Returns (N, K) log-probs, the (N, K) mask of real completion tokens, and if asked the (N, K)
-        entropy of the next-token distribution at each of them.
+        Returns (N, K, V) logits, the (N, K) completion token ids and the (N, K) mask of real tokens.
         """
         k = max(map(len, completions))
         batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters)  # (N, P + S)
@@ -229,10 +229,21 @@ class HFPolicy:
             **({"cache": batch.cache} if batch.cache is not None else {}),
             **self._adapters_for(adapters),
         ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
-        log_probs = torch.log_softmax(logits, dim=-1)
-        token_lp = log_probs.gather(2, ids[:, -k:, None]).squeeze(2)  # (N, K)
         lengths = torch.tensor([len(c) for c in completions])
         real = torch.arange(k)[None, :] >= (k - lengths)[:, None]  # (N, K)
+        return logits, ids[:, -k:], real
+
+    def completion_logprobs(
+        self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Log-prob of each completion token after its prompt, with grad (see :meth:`completion_logits`).
+
+        Returns (N, K) log-probs, the (N, K) mask of real completion tokens, and if asked the (N, K)
+        entropy of the next-token distribution at each of them.
+        """
+        logits, targets, real = self.completion_logits(prompts, completions, adapters)
+        log_probs = torch.log_softmax(logits, dim=-1)
+        token_lp = log_probs.gather(2, targets[..., None]).squeeze(2)  # (N, K)
         ent = -(log_probs.exp() * log_probs).sum(-1) if entropy else None  # (N, K)
         return token_lp, real, ent
 

@@ -103,28 +103,6 @@ def _check_same_vocabulary(student: HFPolicy, teacher: HFPolicy) -> None:
         )
 
 
-def _completion_logits(
-    policy: HFPolicy, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(N, K, V) next-token logits at each completion token, the (N, K) token ids and (N, K) mask.
-
-    The same forward pass as ``HFPolicy.completion_logprobs`` (which keeps only the chosen tokens'
-    log-probs), so log-probs gathered from these logits equal its output exactly (tested).
-    """
-    k = max(map(len, completions))
-    batch = policy._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters)  # (N, P + S)
-    ids, mask, p = batch.ids, batch.mask, batch.prefix
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    logits = policy.model(
-        input_ids=ids[:, p:], attention_mask=mask, position_ids=positions[:, p:], logits_to_keep=k + 1,
-        **({"cache": batch.cache} if batch.cache is not None else {}),
-        **policy._adapters_for(adapters),
-    ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
-    lengths = torch.tensor([len(c) for c in completions])
-    real = torch.arange(k)[None, :] >= (k - lengths)[:, None]  # (N, K)
-    return logits, ids[:, -k:], real
-
-
 class Learner:
     """Updates ``policy`` in place; optionally kickstarted towards a frozen ``teacher``."""
 
@@ -210,9 +188,9 @@ class Learner:
         """Free-text log-probs, mask and entropy as ``_logprobs`` gives them, plus the kickstarting
         KL, from one student forward pass (the KL needs the full distributions)."""
         prompts, completions = [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk]
-        logits, targets, real = _completion_logits(self.policy, prompts, completions, [s.adapter for s in chunk])
+        logits, targets, real = self.policy.completion_logits(prompts, completions, [s.adapter for s in chunk])
         with torch.no_grad():
-            teacher_logits, _, _ = _completion_logits(self.teacher, prompts, completions, [self.teacher_adapter] * len(chunk))
+            teacher_logits, _, _ = self.teacher.completion_logits(prompts, completions, [self.teacher_adapter] * len(chunk))
         log_probs = torch.log_softmax(logits, dim=-1)  # (N, K, V)
         token_lp = log_probs.gather(2, targets[..., None]).squeeze(2)  # (N, K)
         entropy = -(log_probs.exp() * log_probs).sum(-1)  # (N, K)

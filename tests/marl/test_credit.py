@@ -22,7 +22,7 @@ from marl.credit import (
     task_filter,
 )
 from marl.hf import HFPolicy
-from marl.learner import Learner, OptimConfig, TrainSample, _completion_logits
+from marl.learner import Learner, OptimConfig, TrainSample
 from marl.losses import ppo_clip_loss
 from marl.models import TINY_CONFIG, byte_tokenizer, load_tiny
 
@@ -259,7 +259,7 @@ def test_completion_logits_shapes():
     batch = samples_for(policy, ["bet", "check"], [0.0, 0.0])
     with torch.no_grad():
         prompts, completions = [s.prompt_ids for s in batch], [s.completion_ids for s in batch]
-        logits, targets, real = _completion_logits(policy, prompts, completions, [None, None])
+        logits, targets, real = policy.completion_logits(prompts, completions, [None, None])
     k = max(len(s.completion_ids) for s in batch)
     assert logits.shape == (2, k, policy.model.config.vocab_size) and targets.shape == real.shape == (2, k)
     assert real.sum(-1).tolist() == [len(s.completion_ids) for s in batch]

@@ -92,7 +92,7 @@ def test_smollm2_coevolution_two_iterations_all_four_roles(tmp_path):
     log = train(
         "task_forge_smollm2.toml", tmp_path / "run", "iterations=2", "rollout.matches=2", "forge.attempts=2",
         "forge.tool_calls=1", "rollout.max_new_tokens=24", "roles.proposer.player='scripted:alp_gmm'",
-        "eval.every=0",
+        "roles.executor.task_filter=false", "eval.every=0",
     )  # fmt: skip
     assert len(log) == 2
     episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000002.jsonl")
