@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+import tomllib
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +27,7 @@ from populations.config import load_run_config
 from populations.sweep import expand, load_sweep, run_sweep
 from populations.train import PopulationTrainer
 from populations.tournament import round_robin, standings
+from roles.rewards import forge_rewards
 from roles.seat import InvalidMoves
 
 app = typer.Typer(help="coevo: role-specialised LLM agents co-evolving in PettingZoo games.", no_args_is_help=True)
@@ -87,6 +89,42 @@ def _check_player(name: str, game: str) -> str:
     return name
 
 
+FORGE_DEFAULTS = {"proposer": "sec", "executor": "skilled", "verifier": "noisy", "teacher": "hinter"}
+
+
+def _pairs_of(items: list[str], option: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _game_options(game: str, items: list[str]) -> dict:
+    """--option KEY=VALUE pairs, values read as TOML; task forge's rewards shaped by its roles."""
+    options = {}
+    for key, raw in _pairs_of(items, "--option").items():
+        try:
+            options[key] = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            options[key] = raw
+    if game == "task_forge":
+        options["reward_fn"] = forge_rewards
+    try:
+        games.make(game, **options)
+    except (TypeError, ValueError) as err:
+        raise typer.BadParameter(str(err), param_hint="--option") from None
+    return options
+
+
+def _default_players(game: str, p0: str, p1: str, options: dict) -> dict[str, str]:
+    if game == "task_forge":
+        return {s: FORGE_DEFAULTS[s] for s in games.make(game, **options).possible_agents}
+    return {"player_0": p0, "player_1": p1}
+
+
 @app.command()
 def match(
     game: Annotated[str, typer.Argument(help="Game to play; `coevo games` lists them.")],
@@ -99,8 +137,17 @@ def match(
     invalid: Annotated[str, typer.Option(help="Invalid model output: `forfeit`, `retry:N` or `random_legal`.")] = "retry:1",
     show_prompt: Annotated[bool, typer.Option("--show-prompt", help="Print each full prompt (system and user).")] = False,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the Episode record here as JSON.")] = None,
+    seat: Annotated[
+        list[str] | None, typer.Option("--seat", help="SEAT=PLAYER for a named seat, e.g. --seat executor=tiny (task_forge).")
+    ] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", help="KEY=VALUE game option, e.g. --option teacher=true --option attempts=2.")
+    ] = None,
 ) -> None:
-    """Play one match turn by turn: what each seat saw, the raw output, the parsed move, rewards."""
+    """Play one match turn by turn: what each seat saw, the raw output, the parsed move, rewards.
+
+    task_forge seats its scripted role players unless told otherwise: ``coevo match task_forge
+    --option teacher=true --seat executor=tiny``."""
     if game not in games.list():
         raise typer.BadParameter(f"unknown game {game!r}; choose from: {', '.join(games.list())}", param_hint="GAME")
     if mode not in ("generate", "choose"):
@@ -109,7 +156,11 @@ def match(
         rule = InvalidMoves.parse(invalid)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--invalid") from None
-    names = {"player_0": p0, "player_1": p1}
+    game_kwargs = _game_options(game, option or [])
+    names = {**_default_players(game, p0, p1, game_kwargs), **_pairs_of(seat or [], "--seat")}
+    unknown = set(names) - set(games.make(game, **game_kwargs).possible_agents)
+    if unknown:
+        raise typer.BadParameter(f"{game} has no seats {sorted(unknown)}", param_hint="--seat")
     for name in names.values():
         _check_player(name, game)
     sampling = Sampling(temperature, 1.0, max_new_tokens)
@@ -117,9 +168,9 @@ def match(
         seat: SeatSpec(make_player(name, game), name, mode if is_model(name) else "generate", sampling, invalid=rule)
         for seat, name in names.items()
     }
-    spec = MatchSpec(game, seed, seats)
+    spec = MatchSpec(game, seed, seats, game_kwargs=game_kwargs)
     printer = TranscriptPrinter(console, show_prompt)
-    printer.start(spec, games.make(game).rules_text)
+    printer.start(spec, games.make(game, **game_kwargs).rules_text)
     try:
         [episode] = RolloutEngine(concurrency=1, on_turn=printer.turn).play([spec])
     except ValueError as err:  # e.g. forced choice in a free-text game

@@ -73,6 +73,14 @@ INSTRUCTIONS = {
     "retry": "Try again, using the hint. To run Python, reply with one ```python block. "
     "To answer, end with \\boxed{ANSWER}.",
 }
+MOVE_FORMS = {  # what a turn may contain, shown as the legal "moves" of a free-text game
+    "propose": ["```python CODE```", "<task>TASK</task> <program>CODE</program>"],
+    "attempt": ["```python CODE```", "\\boxed{ANSWER}"],
+    "judge": ["\\boxed{accept}", "\\boxed{reject}"],
+    "revise": ["\\boxed{ANSWER}"],
+    "hint": ["a one-sentence hint"],
+    "retry": ["```python CODE```", "\\boxed{ANSWER}"],
+}
 MOVER = {"propose": 0, "attempt": 1, "judge": 2, "revise": 1, "hint": 3, "retry": 1}  # seat index per phase
 
 _PYTHON_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -187,7 +195,7 @@ class TaskForge(Rules):
         return self.attempts[-1]
 
     def legal_moves(self) -> list[str]:
-        return [INSTRUCTIONS[self.phase]] if self.phase != "over" else []
+        return list(MOVE_FORMS[self.phase]) if self.phase != "over" else []
 
     def turn_tag(self) -> str:
         """``propose``, or the phase and the attempt it belongs to: ``attempt:0``, ``judge:0``, ``retry:3``…"""

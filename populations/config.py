@@ -52,6 +52,7 @@ class RoleConfig(Strict):
     """Who plays one task forge role, and how it learns."""
 
     player: str = Field(description="scripted:<name> (games.forge_players) | tiny | smollm2-135m | hf:<path>")
+    members: int = Field(1, ge=1, description="the role's population: members take turns in its seat, each learning from its own turns")
     trainable: bool = Field(True, description="models: gradient updates; scripted players: their own learn() (curricula, skill)")
     estimator: Literal[ROLE_ESTIMATORS] = Field(  # type: ignore[valid-type]
         "rae", description="rae (per-(game, role) EMA), reinforce, batch_mean, grpo (over a task's attempts), adpo, malt"

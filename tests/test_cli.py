@@ -59,6 +59,20 @@ def test_match_with_the_tiny_model_writes_the_episode(tmp_path):
     assert "invalid ✗" in result.output or "move:" in result.output
 
 
+def test_a_task_forge_match_seats_every_role_and_takes_options(tmp_path):
+    path = tmp_path / "episode.json"
+    args = ["match", "task_forge", "--seat", "executor=tiny", "--option", "teacher=true", "--option", "attempts=1",
+            "--max-new-tokens", "8", "--json", str(path)]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    episode = Episode.model_validate_json(path.read_text())
+    assert episode.members == {"proposer": "sec", "executor": "tiny", "verifier": "noisy", "teacher": "hinter"}
+    assert episode.outcome["valid_task"] and len(episode.outcome["attempts"]) == 1
+    assert "Turn 1 · proposer" in result.output and "Turn 2 · executor" in result.output
+    bad = runner.invoke(app, ["match", "task_forge", "--seat", "judge=tiny"])
+    assert bad.exit_code == 2 and "no seats ['judge']" in bad.output
+
+
 def test_match_forced_choice_and_full_prompts():
     args = ["match", "kuhn_poker", "--p0", "tiny", "--mode", "choose", "--show-prompt", "--temperature", "0"]
     result = runner.invoke(app, args)

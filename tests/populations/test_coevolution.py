@@ -70,6 +70,19 @@ def test_tiny_models_learn_in_three_seats_with_adpo_and_kickstarting(tmp_path):
     assert {"proposer", "executor", "verifier"} <= members
 
 
+def test_each_role_may_be_a_population_whose_members_learn_from_their_own_matches(tmp_path):
+    log = train(
+        "task_forge_scripted.toml", tmp_path / "run", "iterations=3", "rollout.matches=8", "eval.every=3",
+        "roles.proposer.members=2", "roles.executor.members=2", "roles.executor.task_filter=false",
+    )  # fmt: skip
+    last = log[-1]
+    assert last["proposer_0/learned_from"] == last["executor_1/learned_from"] == 4  # every other match each
+    assert last["eval/executor_0/heldout_accuracy"] != last["eval/executor_1/heldout_accuracy"]  # they diverge
+    episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
+    assert [ep.members["executor"] for ep in episodes[:3]] == ["executor_0", "executor_1", "executor_0"]
+    assert {ep.members["verifier"] for ep in episodes} == {"verifier"}
+
+
 @pytest.mark.parametrize(
     ("override", "field"),
     [
