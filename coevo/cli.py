@@ -275,7 +275,8 @@ def sweep(
 def _headline(metrics: dict) -> str:
     keys = {
         "kuhn/exploitability": "exploitability", "kuhn/population_exploitability": "population exploitability",
-        "rollout/invalid_rate": "invalid", "policy/grad_norm": "grad",
+        "rollout/invalid_rate": "invalid", "policy/grad_norm": "grad", "forge/p_hat": "p̂",
+        "forge/difficulty": "difficulty", "eval/executor/heldout_accuracy": "held-out accuracy",
     }  # fmt: skip
     return "  ".join(f"{label} {metrics[k]:.3f}" for k, label in keys.items() if k in metrics)
 

@@ -103,8 +103,8 @@ def test_bad_coevolution_settings_are_one_line_naming_the_field(override, field)
 @pytest.mark.slow
 def test_smollm2_coevolution_two_iterations_all_four_roles(tmp_path):
     log = train(
-        "task_forge_smollm2.toml", tmp_path / "run", "iterations=2", "rollout.matches=2", "forge.attempts=2",
-        "forge.tool_calls=1", "rollout.max_new_tokens=24", "roles.proposer.player='scripted:alp_gmm'",
+        "task_forge_smollm2.toml", tmp_path / "run", "iterations=2", "rollout.matches=2", "forge.attempts=1",
+        "forge.tool_calls=1", "rollout.max_new_tokens=16", "roles.proposer.player='scripted:alp_gmm'",
         "roles.executor.task_filter=false", "eval.every=0",
     )  # fmt: skip
     assert len(log) == 2
