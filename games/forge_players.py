@@ -59,7 +59,22 @@ def wrong_answer(reference: str, rng: np.random.Generator) -> str:
     return changed if not answers_match(changed, reference) else reference + "x"
 
 
-class CurriculumProposer:
+class RolePlayer:
+    """A scripted player made for one seat. Seated elsewhere it says so, and the game records
+    that as an invalid task or answer (with the game's reason) rather than crashing."""
+
+    seat: str
+
+    def act(self, env, agent: str, rng: np.random.Generator) -> str:
+        if agent != self.seat:
+            return f"(a scripted {self.seat} cannot play the {agent})"
+        return self.play(env.rules, rng)
+
+    def play(self, rules, rng: np.random.Generator) -> str:
+        raise NotImplementedError
+
+
+class CurriculumProposer(RolePlayer):
     seat = "proposer"
 
     def __init__(self, curriculum: Curriculum):
@@ -75,7 +90,7 @@ class CurriculumProposer:
             return cls(SEC(list(families), temperature=0.1))
         return cls(RandomCurriculum(list(families)))
 
-    def act(self, env, agent: str, rng: np.random.Generator) -> str:
+    def play(self, rules, rng: np.random.Generator) -> str:
         family, knobs = self.curriculum.propose(rng)
         task = generate(family, knobs, rng)
         return (
@@ -98,7 +113,7 @@ class CurriculumProposer:
         self.curriculum.load_state_dict(state)
 
 
-class SkilledExecutor:
+class SkilledExecutor(RolePlayer):
     seat = "executor"
 
     def __init__(
@@ -112,8 +127,7 @@ class SkilledExecutor:
         skill = self.skills.get(family, float(np.mean(list(self.skills.values()))))
         return sigmoid(self.slope * (skill + boost - difficulty))
 
-    def act(self, env, agent: str, rng: np.random.Generator) -> str:
-        rules = env.rules
+    def play(self, rules, rng: np.random.Generator) -> str:
         family, difficulty = task_label(rules.task_meta)
         reference = rules.reference
         if rules.phase == "revise":
@@ -151,14 +165,13 @@ class SkilledExecutor:
         self.skills = {k: float(v) for k, v in state["skills"].items()}
 
 
-class NoisyVerifier:
+class NoisyVerifier(RolePlayer):
     seat = "verifier"
 
     def __init__(self, accuracy: float = 0.8, adversarial: bool = False):
         self.accuracy, self.adversarial = accuracy, adversarial
 
-    def act(self, env, agent: str, rng: np.random.Generator) -> str:
-        rules = env.rules
+    def play(self, rules, rng: np.random.Generator) -> str:
         if self.adversarial:
             return "This is wrong: the last step does not follow. Recheck it. \\boxed{reject}"
         right = answers_match(rules.current.answer, rules.reference)
@@ -168,10 +181,10 @@ class NoisyVerifier:
         return "The answer does not match what the task asks. \\boxed{reject}"
 
 
-class HintTeacher:
+class HintTeacher(RolePlayer):
     seat = "teacher"
 
-    def act(self, env, agent: str, rng: np.random.Generator) -> str:
+    def play(self, rules, rng: np.random.Generator) -> str:
         return "Work through the task one step at a time and check each intermediate value before answering."
 
 

@@ -26,16 +26,22 @@ def check_episode(ep, env_info=None):
         assert sum(ep.rewards.values()) == pytest.approx(0)
 
 
+def seated(game, first, rest):
+    """``first`` in the game's first seat, ``rest`` in every other (task forge has three or four)."""
+    agents = games.make(game).possible_agents
+    return {agents[0]: first, **dict.fromkeys(agents[1:], rest)}
+
+
 def model_specs(policy, name, game, seed, invalid="random_legal", choose=True):
     """The model against the game's first scripted player (or itself), plus a forced-choice match."""
     model = SeatSpec(policy, name, sampling=SHORT, invalid=InvalidMoves.parse(invalid))
     others = games.scripted_players(game)
     opponent = scripted(game, next(iter(others))) if others else model
     kwargs = {"max_cycles": 3} if game == "classic/rps-v2" else {}  # 3 rounds, not 15
-    specs = [MatchSpec(game, seed, {"player_0": model, "player_1": opponent}, f"{game}-{name}", kwargs)]
+    specs = [MatchSpec(game, seed, seated(game, model, opponent), f"{game}-{name}", kwargs)]
     if choose and games.make(game).move_names is not None:
         chooser = SeatSpec(policy, name, mode="choose", sampling=SHORT)
-        specs.append(MatchSpec(game, seed, {"player_0": opponent, "player_1": chooser}, f"{game}-{name}-choose", kwargs))
+        specs.append(MatchSpec(game, seed, seated(game, opponent, chooser), f"{game}-{name}-choose", kwargs))
     return specs
 
 
@@ -44,7 +50,7 @@ def test_every_game_with_the_tiny_model_and_scripted_players(tiny):
     for game in games.list():
         for name in games.scripted_players(game):
             seat = scripted(game, name)
-            specs.append(MatchSpec(game, 2, {"player_0": seat, "player_1": seat}, match_id=f"{game}-{name}"))
+            specs.append(MatchSpec(game, 2, seated(game, seat, seat), match_id=f"{game}-{name}"))
     episodes = RolloutEngine(concurrency=64).play(specs)
     assert [e.match_id for e in episodes] == [s.match_id for s in specs]
     for spec, ep in zip(specs, episodes):
@@ -208,7 +214,10 @@ def test_every_game_with_a_human_at_the_keyboard(game):
     # which has no move list, ends the match by forfeit instead).
     seat = SeatSpec(HumanPolicy(ask=lambda prompt: "?", show=lambda text: None), "human", invalid=InvalidMoves.parse("random_legal"))
     kwargs = {"max_cycles": 3} if game == "classic/rps-v2" else {}
-    [ep] = RolloutEngine().play([MatchSpec(game, 0, {"player_0": seat, "player_1": seat}, game_kwargs=kwargs)])
+    [ep] = RolloutEngine().play([MatchSpec(game, 0, seated(game, seat, seat), game_kwargs=kwargs)])
     check_episode(ep)
+    if game == "task_forge":  # the game reads every text itself: "?" is a move, and an invalid task
+        assert not ep.outcome["valid_task"] and "<task>" in ep.outcome["invalid_reason"]
+        return
     assert all(not t.valid for t in ep.turns)
     assert ep.forfeited_by is not None if game.startswith("textarena/") else ep.forfeited_by is None
