@@ -116,6 +116,9 @@ def test_readme_match_examples_work_as_shown(args, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, [*args, "--max-new-tokens", "16"], input="b2\na1\nc1\na3\nc3\nb1\nb3\na2\nc2\n")
     assert result.exit_code == 0, result.output
-    assert "result" in result.output and "player_0 (" in result.output and "player_1 (" in result.output
+    seats = ["player_0", "player_1"]
+    if args[1] == "task_forge":
+        seats = ["proposer", "executor", "verifier", *(["teacher"] if "teacher=true" in args else [])]
+    assert "result" in result.output and all(f"{seat} (" in result.output for seat in seats), result.output
     if "--json" in args:
         assert Episode.model_validate_json((tmp_path / args[args.index("--json") + 1]).read_text()).turns
