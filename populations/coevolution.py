@@ -46,7 +46,7 @@ from marl.scripted import ScriptedPolicy
 from marl.train import Trainer, _pairs, _unpairs, load_model, trained_seat
 from populations.config import RoleConfig, RunConfig
 from roles.forge import turn_reward
-from roles.rewards import forge_rewards, repetition_penalties, switch_rates
+from roles.rewards import add_repetition, forge_rewards, switch_rates
 
 GAME = "task_forge"
 
@@ -100,14 +100,15 @@ class CoevolutionTrainer(Trainer):
         policy = load_model(cfg)
         seat = trained_seat(cfg, policy)
         seat.member = name
-        learner = Learner(policy, self.config.optim, updates=self.config.iterations) if rc.trainable else None
+        # a kickstarted executor gets its learner once the teachers exist (_kickstart)
+        learner = Learner(policy, self.config.optim, updates=self.config.iterations) if rc.trainable and not rc.kickstart else None
         return Member(name, role, rc, seat, learner)
 
     def _kickstart(self) -> None:
         """Each executor distils a teacher model (executor i the teacher i mod T) on its own turns, when configured."""
         teachers = self.populations.get("teacher", [])
         for i, executor in enumerate(self.populations["executor"]):
-            if not executor.config.kickstart or executor.learner is None:
+            if not executor.config.kickstart or not executor.config.trainable:
                 continue
             teacher = teachers[i % len(teachers)].seat
             executor.learner = Learner(
@@ -140,21 +141,19 @@ class CoevolutionTrainer(Trainer):
     def _shape(self, episodes: list[Episode]) -> dict:
         """Add the proposer's batch repetition penalty to the episodes' rewards; log every
         reward component, p̂, difficulty, switch rates, and why tasks and answers were invalid."""
-        valid = [ep for ep in episodes if ep.outcome["valid_task"]]
-        weight = self.reward_config.repetition_weight
-        penalties = repetition_penalties([ep.outcome["task"] for ep in valid], self.reward_config.repetition_threshold)
+        outcomes = [ep.outcome for ep in episodes]
+        shaped = [forge_rewards(o, self.reward_config) for o in outcomes]
+        add_repetition(shaped, outcomes, self.reward_config)  # a batch term: the game could not add it
         components: dict[str, list[float]] = {}
-        for ep in episodes:
-            for seat, parts in forge_rewards(ep.outcome, self.reward_config).items():
+        for ep, seats in zip(episodes, shaped):
+            ep.rewards["proposer"] += seats["proposer"]["repetition"]
+            for seat, parts in seats.items():
                 for part, value in parts.items():
                     components.setdefault(f"{GAME}/{seat}/{part}", []).append(value)
-        for ep, penalty in zip(valid, penalties):
-            ep.rewards["proposer"] -= weight * penalty
-            components.setdefault(f"{GAME}/proposer/repetition", []).append(-weight * penalty)
         out = {key: float(np.mean(values)) for key, values in components.items()}
+        valid = [ep for ep in episodes if ep.outcome["valid_task"]]
         for seat in self.populations:
             out[f"{GAME}/{seat}/return"] = float(np.mean([ep.rewards[seat] for ep in episodes]))
-        outcomes = [ep.outcome for ep in episodes]
         attempts = [a for o in outcomes for a in o["attempts"]]
         out["forge/valid_task_rate"] = len(valid) / len(episodes)
         out["forge/invalid_task_reasons"] = dict(Counter(o["invalid_reason"].split(":")[0] for o in outcomes if not o["valid_task"]).most_common(5))
