@@ -111,7 +111,8 @@ class PayoffTable:
         self._index: dict[str, int] = {}
         self._dense = np.zeros((3, 0, 0))
         self._stale: set[tuple[str, str]] = set()
-        self._pending: list[tuple[str, str, str, str, float, float]] = []  # recorded, not yet added
+        self._pending: list[tuple[str, str, str, str]] = []  # cells of matches recorded, not yet added
+        self._pending_returns = array("d")  # their returns: a's, b's, a's, ...
 
     def record(
         self, a: str, b: str, return_a: float, roles: tuple[str, str] = ("", ""), return_b: float | None = None
@@ -125,7 +126,8 @@ class PayoffTable:
             return_b = -return_a
         if not (math.isfinite(return_a) and math.isfinite(return_b)):
             raise ValueError(f"returns must be finite, got return_a={return_a}, return_b={return_b}")
-        self._pending.append((a, b, *roles, return_a, return_b))
+        self._pending.append((a, b, *roles))
+        self._pending_returns.extend((return_a, return_b))
 
     def _flush(self) -> None:
         """Add the matches recorded since the last read to their cells.
@@ -138,10 +140,12 @@ class PayoffTable:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        forward = [self._slot(a, b, role_a, role_b) for a, b, role_a, role_b, _, _ in pending]
-        backward = [self._slot(b, a, role_b, role_a) for a, b, role_a, role_b, _, _ in pending]
+        returns = np.frombuffer(self._pending_returns, dtype=float).reshape(-1, 2)  # (M, 2): a's, b's
+        self._pending_returns = array("d")
+        forward = self._offsets(pending)
+        backward = self._offsets([(b, a, role_b, role_a) for a, b, role_a, role_b in pending])
         if self.decay != 1.0:
-            for f, g, (a, b, _, _, x, y) in zip(forward, backward, pending, strict=True):
+            for f, g, (a, b, _, _), (x, y) in zip(forward, backward, pending, returns.tolist(), strict=True):
                 self._forget(f)
                 if g != f:
                     self._forget(g)
@@ -149,7 +153,6 @@ class PayoffTable:
                 self._observe(g, y, x)
                 self._stale.update(((a, b), (b, a)))  # aged cells: totals recomputed on the next read
             return
-        returns = np.array([(x, y) for *_, x, y in pending], dtype=float)  # (M, 2)
         x, y = np.stack([returns, returns[:, ::-1]], axis=1).reshape(-1, 2).T  # (2M,) each: forward, backward, ...
         one = np.ones_like(x)
         rows = np.stack([one, x > y, x == y, x < y, x, x * x, one], axis=1)  # (2M, fields), in _FIELDS order
@@ -157,23 +160,30 @@ class PayoffTable:
         counters = np.frombuffer(self._counters, dtype=float).reshape(-1, _WIDTH)  # a view: no resizing meanwhile
         np.add.at(counters, at, rows)
         del counters
-        i = np.array([self._index[a] for a, *_ in pending])
-        j = np.array([self._index[b] for _, b, *_ in pending])
+        i = np.array([self._index[a] for a, _, _, _ in pending])
+        j = np.array([self._index[b] for _, b, _, _ in pending])
         i, j = np.stack([i, j], axis=1).reshape(-1), np.stack([j, i], axis=1).reshape(-1)
         for plane, added in zip(self._dense, (one, rows[:, _WINS] + 0.5 * rows[:, _DRAWS], one)):  # games, score, Σw²
             np.add.at(plane, (i, j), added)
 
-    def _slot(self, a: str, b: str, role_a: str, role_b: str) -> int:
-        """The cell's offset in the counter array, appending a zeroed cell the first time."""
-        key = (a, b, role_a, role_b)
-        offset = self._slots.get(key)
-        if offset is None:
-            offset = self._slots[key] = len(self._counters)
-            self._counters.extend((0.0,) * _WIDTH)
-            self._role_pairs[(role_a, role_b)] = None
-            roles = [self._roles.setdefault(role, len(self._roles)) for role in (role_a, role_b)]
-            self._keys.extend((self._player(a), self._player(b), *roles))  # players indexed by first appearance
-        return offset
+    def _offsets(self, keys: list[tuple[str, str, str, str]]) -> list[int]:
+        """Each (a, b, role_a, role_b) cell's offset in the counter array, appending zeroed cells
+        for the new ones. New cells are made together (a population of 256 members meets a new
+        pair in most of its matches: one at a time, making cells took a third of its bookkeeping)."""
+        slots = self._slots
+        new = [key for key in dict.fromkeys(keys) if key not in slots]
+        if new:
+            start = len(self._counters)
+            slots.update(zip(new, range(start, start + _WIDTH * len(new), _WIDTH)))
+            self._counters.frombytes(bytes(self._counters.itemsize * _WIDTH * len(new)))
+            self._role_pairs.update(dict.fromkeys((role_a, role_b) for _, _, role_a, role_b in new))
+            for role_a, role_b in self._role_pairs:
+                for role in (role_a, role_b):
+                    self._roles.setdefault(role, len(self._roles))
+            player, role = self._player, self._roles
+            # players are indexed by first appearance
+            self._keys.extend([i for a, b, r, s in new for i in (player(a), player(b), role[r], role[s])])
+        return list(map(slots.__getitem__, keys))
 
     def _forget(self, at: int) -> None:
         """Age every past match of the cell at ``at`` by one step (AlphaStar: multiply each counter by the decay)."""
@@ -367,10 +377,10 @@ class PayoffTable:
         self._clear()
         players, roles = state["players"], state["roles"]
         keys, counters = _decode(state["keys"], "i"), _decode(state["counters"], "d")
-        for n, (a, b, role_a, role_b) in enumerate(zip(*[iter(keys)] * 4, strict=True)):
-            at = self._slot(players[a], players[b], roles[role_a], roles[role_b])
-            self._counters[at : at + _WIDTH] = counters[n * _WIDTH : (n + 1) * _WIDTH]
-            self._stale.add((players[a], players[b]))
+        cells = [(players[a], players[b], roles[r], roles[s]) for a, b, r, s in zip(*[iter(keys)] * 4, strict=True)]
+        self._offsets(cells)  # in saved order: the counters land where they were
+        self._counters = counters
+        self._stale.update((a, b) for a, b, _, _ in cells)
 
     def to_frame(self, confidence: float = 0.95) -> pd.DataFrame:
         """One row per cell: role_a, role_b, a, b, games, wins, draws, losses, mean and its interval lo, hi."""

@@ -227,12 +227,14 @@ class Population:
 
     def record(self, episodes: Iterable[Episode]) -> None:
         """Payoffs per seat pair, Elo and OpenSkill, and each member's match clock."""
+        members = self.members
         for ep in episodes:
             (seat_a, a), (seat_b, b) = ep.members.items()
             ret_a, ret_b = ep.rewards[seat_a], ep.rewards[seat_b]
-            for name in {a, b}:
-                if name in self.members:
-                    self.members[name].matches_since_snapshot += 1
+            if a in members:
+                members[a].matches_since_snapshot += 1
+            if b != a and b in members:
+                members[b].matches_since_snapshot += 1
             if a == b:
                 continue  # self-play says nothing about relative strength
             self.payoffs.record(a, b, ret_a, (seat_a, seat_b), return_b=ret_b)
