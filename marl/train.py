@@ -306,7 +306,8 @@ class Trainer:
         self.baselines = _unpairs(meta["baselines"])
 
     def _drop_after(self, iteration: int) -> None:
-        """Forget events and episode shards newer than the checkpoint we resume from."""
+        """Forget events and episode shards newer than the checkpoint we resume from, and the
+        ``end`` of a finished run that is being extended."""
         events = self.run_dir / "events.jsonl"
         if events.exists():
             kept = []
@@ -315,7 +316,7 @@ class Trainer:
                     record = json.loads(line)
                 except json.JSONDecodeError:  # a line cut short by the kill
                     continue
-                if record.get("iteration", 0) <= iteration:
+                if record.get("iteration", 0) <= iteration and record.get("kind") != "end":
                     kept.append(line + "\n")
             _atomic_write(events, "".join(kept))
         for shard in (self.run_dir / "episodes").glob("iter_*.jsonl"):
@@ -360,6 +361,7 @@ class Trainer:
                     log.info("checkpoint", kind="checkpoint", iteration=iteration)
                 if on_iteration is not None:
                     on_iteration(iteration, metrics)
+            log.info("end", kind="end", iteration=self.iteration)  # what `coevo watch` waits for
         except KeyboardInterrupt:  # at exit: keep every finished iteration
             if self.iteration and not (self.run_dir / "checkpoints" / f"iter_{self.iteration:06d}").exists():
                 self.save_checkpoint(self.iteration)

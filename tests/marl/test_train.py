@@ -102,7 +102,7 @@ def test_a_short_run_writes_the_run_directory(tmp_path):
     unchanged = [n for n, p in trainer.policy.model.named_parameters() if torch.equal(p, before[n])]
     assert not unchanged, f"parameters not updated: {unchanged}"
     records = events(tmp_path / "run")
-    assert [r["kind"] for r in records] == ["start", "iteration", "iteration", "checkpoint"]  # every 2
+    assert [r["kind"] for r in records] == ["start", "iteration", "iteration", "checkpoint", "end"]  # every 2
     last = [r for r in records if r["kind"] == "iteration"][-1]
     for key in ("kuhn/exploitability", "kuhn_poker/player_0/return", "kuhn_poker/player_1/baseline",
                 "policy/grad_norm", "ppo/clipfrac", "policy/entropy", "perf/rollout_tokens_per_s",
