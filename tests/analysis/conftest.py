@@ -18,7 +18,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = ["--set", "rollout.matches=16", "--set", "rollout.concurrency=16", "--quiet"]
 
 
-def train(out: Path, config: str, iterations: int, *sets: str) -> Path:
+def train(out: Path, config: str | Path, iterations: int, *sets: str) -> Path:
     args = ["train", str(EXAMPLES / config), "--iterations", str(iterations), "--run-dir", str(out), *SMALL]
     for s in sets:
         args += ["--set", s]
@@ -35,7 +35,11 @@ def kuhn_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tictactoe_run(tmp_path_factory) -> Path:
-    return train(tmp_path_factory.mktemp("ttt") / "run", "kuhn_tiny.toml", 2, 'games={"tictactoe"=1.0}', "eval.every=0")
+    """kuhn_tiny.toml's training on tic-tac-toe alone (--set would add a game, not replace Kuhn)."""
+    folder = tmp_path_factory.mktemp("ttt")
+    config = folder / "tictactoe_tiny.toml"
+    config.write_text((EXAMPLES / "kuhn_tiny.toml").read_text().replace("kuhn_poker = 1.0", "tictactoe = 1.0"))
+    return train(folder / "run", config, 2, "eval.every=0")
 
 
 @pytest.fixture(scope="session")
