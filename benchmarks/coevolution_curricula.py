@@ -27,7 +27,7 @@ from populations.coevolution import CoevolutionTrainer
 from populations.config import RunConfig
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "task_forge_scripted.toml"
-CURRICULA = ("uniform", "alp_gmm", "sec")
+CURRICULA = ("uniform", "alp_gmm", "sec", "staircase")
 
 
 def run(curriculum: str, seed: int, iterations: int, matches: int) -> dict[str, float]:

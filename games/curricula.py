@@ -24,6 +24,8 @@ Teachers (``CURRICULA`` by name):
 - ``SEC``: Self-Evolving Curriculum (Chen et al. 2025, https://arxiv.org/abs/2505.14970). Arms are
   (family, difficulty level); an arm's reward is the learner's mean absolute advantage on it;
   Q(arm) ← α·r + (1 − α)·Q(arm) (TD(0)); arms are drawn from softmax(Q / τ).
+- ``Staircase``: per family, the difficulty at which the learner succeeds a target share of the
+  time (Robbins–Monro; an adaptive staircase): d ← d + η·(p̂ − target).
 
 Each teacher's ``state_dict`` is JSON-serialisable and, loaded into a teacher built with the same
 arguments, continues exactly: the same proposals from the same ``rng``. ``check_curriculum`` is
@@ -410,7 +412,79 @@ class SEC:
         self.q = np.array(state["q"], dtype=np.float64).reshape(len(self.families), self.levels)
 
 
-CURRICULA: dict[str, type] = {"random": RandomCurriculum, "alp_gmm": ALPGMM, "sec": SEC}
+# ---------------------------------------------------------------------------- staircase
+
+
+class Staircase:
+    """Track the difficulty at which the learner succeeds ``target`` of the time, per family: a
+    Robbins–Monro stochastic approximation (1951), the adaptive staircase of psychophysics, and
+    the idea behind OpenAI's automatic domain randomisation (2019), which widens a parameter's
+    range while performance stays above a threshold and narrows it below another.
+
+    Each family f has a difficulty d_f, starting at ``start``. Propose: a family uniformly, then
+    knobs with mean d_f — (d_f + u, d_f − u) for two knobs, u uniform within ``spread`` and the
+    unit square — so size and complexity vary at equal difficulty. Update with the success rate
+    p̂ on a task of family f: d_f ← clip(d_f + η·(p̂ − target), 0, 1). If success falls as
+    difficulty rises, d_f settles where the learner's success is ``target``, and follows the
+    learner as it improves: the band Agent0 trains on (0.3 ≤ p̂ ≤ 0.8) stays in reach, limited
+    by the binomial spread of p̂ over k attempts (k = 8 at p = ½: 82% of tasks in the band).
+
+    Args:
+        families: task family names.
+        target: success rate to hold, in (0, 1); 0.55 is the middle of Agent0's band.
+        step: η, the step size per finished task, > 0.
+        start: every family's initial difficulty, in [0, 1].
+        spread: largest |u| between the knobs at equal difficulty, in [0, 0.5].
+        dims: number of knobs, each in [0, 1].
+    """
+
+    def __init__(
+        self, families: Sequence[str], target: float = 0.55, step: float = 0.1, start: float = 0.2,
+        spread: float = 0.1, dims: int = 2,
+    ):  # fmt: skip
+        self.families = _check_families(families)
+        if not 0 < target < 1:
+            raise ValueError(f"target must be in (0, 1): a success rate to hold; got {target!r}")
+        if not step > 0:
+            raise ValueError(f"step (η) must be > 0; got {step!r}")
+        if not 0 <= start <= 1:
+            raise ValueError(f"start must be a difficulty in [0, 1]; got {start!r}")
+        if not 0 <= spread <= 0.5:
+            raise ValueError(f"spread must be in [0, 0.5]; got {spread!r}")
+        self.target, self.step, self.start, self.spread = float(target), float(step), float(start), float(spread)
+        self.dims = _check_int("dims", dims)
+        self.difficulty = np.full(len(self.families), self.start)  # (F,)
+
+    def propose(self, rng: np.random.Generator) -> tuple[str, np.ndarray]:
+        f = int(rng.integers(len(self.families)))
+        d = self.difficulty[f]
+        room = min(self.spread, d, 1 - d)  # every knob within room of d: inside [0, 1]
+        offsets = rng.uniform(-room, room, size=self.dims)
+        offsets -= offsets.mean()  # the knobs' mean is d exactly
+        widest = np.abs(offsets).max()
+        if widest > room:  # centring can push one past room (three knobs or more): shrink them all
+            offsets *= room / widest
+        return self.families[f], np.clip(d + offsets, 0.0, 1.0)  # clip: rounding only
+
+    def update(self, family: str, knobs: np.ndarray, success: float) -> None:
+        f, _ = _check_task(self.families, self.dims, family, knobs, success)
+        self.difficulty[f] = min(1.0, max(0.0, self.difficulty[f] + self.step * (success - self.target)))
+
+    def _config(self) -> dict:
+        return {
+            "families": list(self.families), "target": self.target, "step": self.step, "start": self.start,
+            "spread": self.spread, "dims": self.dims,
+        }  # fmt: skip
+
+    def state_dict(self) -> dict:
+        return {"config": self._config(), "difficulty": self.difficulty.tolist()}
+
+    def load_state_dict(self, state: dict) -> None:
+        _check_config(state, self._config())
+        self.difficulty = np.array(state["difficulty"], dtype=np.float64)
+
+
+CURRICULA: dict[str, type] = {"random": RandomCurriculum, "alp_gmm": ALPGMM, "sec": SEC, "staircase": Staircase}
 
 
 # ---------------------------------------------------------------------------- conformance

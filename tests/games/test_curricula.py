@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from games import curricula
-from games.curricula import ALPGMM, CURRICULA, SEC, RandomCurriculum, absolute_advantage, check_curriculum
+from games.curricula import ALPGMM, CURRICULA, SEC, RandomCurriculum, Staircase, absolute_advantage, check_curriculum
 
 FAMILIES = ["arith", "logic"]
 
@@ -28,8 +28,10 @@ def test_docstring_examples():
         lambda: ALPGMM(["solo"], dims=3, fit_rate=7, window=20, seed=2),
         lambda: SEC(FAMILIES),
         lambda: SEC(["solo"], levels=3, dims=3, temperature=0.3),
+        lambda: Staircase(FAMILIES),
+        lambda: Staircase(["solo"], dims=3, spread=0.5),
     ],
-    ids=["random", "alp_gmm", "alp_gmm_3d", "sec", "sec_3d"],
+    ids=["random", "alp_gmm", "alp_gmm_3d", "sec", "sec_3d", "staircase", "staircase_3d"],
 )
 def test_conformance(make):
     check_curriculum(make)
@@ -77,6 +79,12 @@ def test_same_seed_same_run(name):
         (lambda: SEC(FAMILIES).load_state_dict(SEC(FAMILIES, levels=3).state_dict()), "levels"),
         (lambda: ALPGMM(FAMILIES).load_state_dict(ALPGMM(FAMILIES, seed=1).state_dict()), "seed"),
         (lambda: RandomCurriculum(FAMILIES).load_state_dict(RandomCurriculum(["x"]).state_dict()), "families"),
+        (lambda: Staircase(FAMILIES, target=1.0), "target"),
+        (lambda: Staircase(FAMILIES, step=0), "step"),
+        (lambda: Staircase(FAMILIES, start=-0.1), "start"),
+        (lambda: Staircase(FAMILIES, spread=0.6), "spread"),
+        (lambda: Staircase(FAMILIES).update("arith", [0.5, 0.5], 1.5), "success"),
+        (lambda: Staircase(FAMILIES).load_state_dict(Staircase(FAMILIES, target=0.4).state_dict()), "target"),
     ],
 )
 def test_bad_arguments_raise(make, match):
@@ -157,6 +165,40 @@ def test_sec_tracks_a_moving_best_arm():
 
 
 # ---------------------------------------------------------------------------- ALP-GMM
+
+
+def test_staircase_steps_by_hand():
+    teacher = Staircase(FAMILIES, target=0.5, step=0.2, start=0.3)
+    teacher.update("logic", np.array([0.3, 0.3]), success=1.0)  # too easy: 0.3 + 0.2·(1 − 0.5)
+    teacher.update("arith", np.array([0.3, 0.3]), success=0.25)  # too hard: 0.3 + 0.2·(0.25 − 0.5)
+    assert teacher.difficulty.tolist() == pytest.approx([0.25, 0.4])
+    for _ in range(10):
+        teacher.update("logic", np.array([0.5, 0.5]), success=1.0)
+    assert teacher.difficulty[1] == 1.0  # clipped to the square
+
+
+@given(st.floats(0, 1), st.floats(0, 0.5), st.integers(1, 4), st.integers(0, 2**32 - 1))
+@settings(max_examples=100, deadline=None)
+def test_staircase_proposals_sit_at_the_family_difficulty(start, spread, dims, seed):
+    teacher = Staircase(["solo"], start=start, spread=spread, dims=dims)
+    _, knobs = teacher.propose(np.random.default_rng(seed))
+    assert np.all((knobs >= 0) & (knobs <= 1)) and knobs.mean() == pytest.approx(start, abs=1e-12)
+    assert np.all(np.abs(knobs - start) <= spread + 1e-12)
+
+
+def test_staircase_settles_where_the_learner_succeeds_the_target_share():
+    """A logistic learner p(d) = σ(8·(0.6 − d)), p̂ over 8 attempts: the difficulty settles at
+    p(d*) = target, d* = 0.6 − logit(0.55)/8, and p̂ lands in Agent0's band most of the time."""
+    teacher, rng = Staircase(["solo"], target=0.55), np.random.default_rng(0)
+    difficulties, in_band = [], []
+    for _ in range(3000):
+        family, knobs = teacher.propose(rng)
+        p_hat = rng.binomial(8, 1 / (1 + np.exp(-8 * (0.6 - knobs.mean())))) / 8
+        teacher.update(family, knobs, p_hat)
+        difficulties.append(teacher.difficulty[0])
+        in_band.append(0.3 <= p_hat <= 0.8)
+    assert np.mean(difficulties[1000:]) == pytest.approx(0.6 - np.log(0.55 / 0.45) / 8, abs=0.01)
+    assert np.mean(in_band[1000:]) > 0.75
 
 
 def test_alp_is_against_the_nearest_earlier_task_of_the_same_family():
