@@ -1,7 +1,7 @@
 """Scripted players for task forge: fast stand-ins for each role, to simulate co-evolution on a CPU.
 
 - :class:`CurriculumProposer` writes tasks from :mod:`games.task_families`, choosing the family and
-  difficulty knobs with a curriculum teacher (:mod:`games.curricula`: uniform, ALP-GMM or SEC) that
+  difficulty knobs with a curriculum teacher (:mod:`games.curricula`: uniform, ALP-GMM, SEC or a staircase) that
   learns from how the executor did. Its tasks are labelled (``<task family=… size=… complexity=…>``),
   so analysis and the executor's skill model can read what was asked.
 - :class:`SkilledExecutor` answers right with probability ``sigmoid(slope · (skill − difficulty))``
@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from games.curricula import ALPGMM, SEC, Curriculum, RandomCurriculum
+from games.curricula import ALPGMM, SEC, Curriculum, RandomCurriculum, Staircase
 from games.task_families import FAMILIES, answers_match, generate
 
 DEFAULT_DIFFICULTY = 0.5  # for an unlabelled task (a model's): the executor's skill model needs a number
@@ -83,7 +83,10 @@ class CurriculumProposer(RolePlayer):
     @classmethod
     def named(cls, name: str, families: tuple[str, ...] = FAMILIES) -> CurriculumProposer:
         """``uniform``, ``alp_gmm`` (refitted every 100 tasks, not the paper's 250: our runs see a few
-        thousand tasks, not millions) or ``sec`` (Boltzmann temperature 0.1)."""
+        thousand tasks, not millions), ``sec`` (Boltzmann temperature 0.1) or ``staircase``
+        (holds each family at p̂ ≈ 0.55, the middle of Agent0's band)."""
+        if name == "staircase":
+            return cls(Staircase(list(families)))
         if name == "alp_gmm":
             return cls(ALPGMM(list(families), fit_rate=100, window=100))
         if name == "sec":  # rewards 2p(1−p) lie in [0, ½]: at τ = 1 the best arm is barely preferred
@@ -148,7 +151,7 @@ class SkilledExecutor(RolePlayer):
         """Practice raises skill by ``rate · p(1 − p)`` per attempt: most where p is near ½."""
         for outcome in outcomes:
             family, difficulty = task_label(outcome.get("task_meta", {}))
-            if not outcome["valid_task"] or family not in self.skills:
+            if not outcome["attempts"] or family not in self.skills:
                 continue
             for _ in outcome["attempts"]:
                 p = self.p_correct(family, difficulty)
@@ -192,6 +195,7 @@ FORGE_PLAYERS = {
     "uniform": lambda: CurriculumProposer.named("uniform"),
     "alp_gmm": lambda: CurriculumProposer.named("alp_gmm"),
     "sec": lambda: CurriculumProposer.named("sec"),
+    "staircase": lambda: CurriculumProposer.named("staircase"),
     "skilled": SkilledExecutor,
     "noisy": NoisyVerifier,
     "adversarial": lambda: NoisyVerifier(adversarial=True),

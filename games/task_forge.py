@@ -14,7 +14,9 @@ One match is one task:
    ``<program>CODE</program>``. The program runs in the sandbox twice, with different hash seeds;
    its output is the reference answer. A program that fails, times out, prints nothing, prints
    too much, or prints different things on the two runs makes an **invalid task**, recorded with
-   its reason, and the match ends.
+   its reason, and the match ends — unless ``seed_tasks=True``: then the other seats play a task
+   drawn from :mod:`games.task_families` instead (``seeded`` in the outcome), so a proposer that
+   cannot yet write a valid task does not leave the executor, verifier and teacher without matches.
 2. for each of ``attempts`` (k) independent attempts:
    - **attempt** — the executor may run Python up to ``tool_calls`` (T) times, then answers with
      ``\\boxed{ANSWER}``. Output with no answer is an **invalid answer**, recorded with its reason
@@ -34,6 +36,7 @@ Code written by players runs only in :mod:`games.sandbox`, never in this process
 
 Version history:
 * v1: first version.
+* v2: ``seed_tasks``: a seed task is played when the proposer's is invalid.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ import numpy as np
 
 from games.core import GameInfo, Parsed, Rules, boxed_contents
 from games.sandbox import Limits, Sandbox
-from games.task_families import answers_match, normalize_answer
+from games.task_families import FAMILIES, answers_match, generate, normalize_answer
 
 SEATS = ("proposer", "executor", "verifier")
 TEACHER = "teacher"
@@ -161,10 +164,13 @@ class TaskForge(Rules):
         limits: Limits | None = None,
         reward_fn: Callable[[dict], dict[str, dict[str, float]]] | None = None,
         task: tuple[str, str] | None = None,
+        seed_tasks: bool = False,
     ):
         """``task``: a given (statement, program) instead of a proposer's, for held-out evaluation:
-        the match starts at the first attempt. ``reward_fn`` shapes the outcome into each seat's
-        reward components (``roles.rewards.forge_rewards``); without it every reward is 0."""
+        the match starts at the first attempt. ``seed_tasks``: when the proposer's task is invalid,
+        play one drawn uniformly from the task families instead of ending the match. ``reward_fn``
+        shapes the outcome into each seat's reward components (``roles.rewards.forge_rewards``);
+        without it every reward is 0."""
         if attempts < 1 or tool_calls < 0 or proposer_tool_calls < 0:
             raise ValueError(f"need attempts >= 1 and tool calls >= 0, got {attempts=}, {tool_calls=}, {proposer_tool_calls=}")
         seats = (*SEATS, TEACHER) if teacher else SEATS
@@ -173,6 +179,7 @@ class TaskForge(Rules):
         self.k, self.tool_calls, self.proposer_tool_calls, self.teacher = attempts, tool_calls, proposer_tool_calls, teacher
         self.sandbox = Sandbox(limits or Limits())
         self.reward_fn = reward_fn
+        self.rng, self.seed_tasks, self.seeded = rng, seed_tasks, False
         self.phase = "propose"
         self.task: str = ""
         self.task_meta: dict[str, str] = {}
@@ -257,6 +264,19 @@ class TaskForge(Rules):
 
     def _end_invalid(self, reason: str) -> None:
         self.invalid_reason, self.phase = reason, "over"
+        if self.seed_tasks:
+            self._play_seed_task()
+
+    def _play_seed_task(self) -> None:
+        """The proposer's task stays invalid (its reason recorded); the others get a family task,
+        uniform in family and knobs, its answer known without running anything."""
+        family = FAMILIES[int(self.rng.integers(len(FAMILIES)))]
+        knobs = self.rng.random(2)
+        seed = generate(family, knobs, self.rng)
+        self.task, self.program, self.reference, self.seeded = seed.statement, seed.program, seed.answer, True
+        self.task_meta = {"family": family, "size": f"{knobs[0]:.4f}", "complexity": f"{knobs[1]:.4f}"}
+        self.attempts.append(Attempt())
+        self.phase = "attempt"
 
     def _tool_or_answer(self, text: str, calls_made: int) -> tuple[str | None, str, bool]:
         """(answer, invalid reason, ran a tool) for an executor turn that may run Python."""
@@ -385,7 +405,8 @@ class TaskForge(Rules):
         fields = ("answer", "invalid_reason", "correct", "tool_calls", "verdict", "verdict_invalid_reason", "critique",
                   "revised_answer", "revised_correct", "hint", "hint_invalid_reason", "hint_answer", "hint_correct")  # fmt: skip
         return {
-            "valid_task": self.reference is not None,
+            "valid_task": self.reference is not None and not self.seeded,  # the proposer's own task
+            "seeded": self.seeded,  # the attempts were on a seed task: the proposer's was invalid
             "invalid_reason": self.invalid_reason,
             "task": self.task,
             "task_meta": dict(self.task_meta),

@@ -87,7 +87,7 @@ class CoevolutionTrainer(Trainer):
         self.game_kwargs = {
             "attempts": forge.attempts, "tool_calls": forge.tool_calls, "proposer_tool_calls": forge.proposer_tool_calls,
             "teacher": "teacher" in self.populations, "limits": Limits(cpu_seconds=forge.cpu_seconds, wall_seconds=forge.wall_seconds),
-            "reward_fn": partial(forge_rewards, config=self.reward_config),
+            "reward_fn": partial(forge_rewards, config=self.reward_config), "seed_tasks": forge.seed_tasks,
         }  # fmt: skip
         self.heldout = [t for family in FAMILIES for t in heldout(family, forge.heldout, seed=config.seed + 7919)]
 
@@ -156,6 +156,7 @@ class CoevolutionTrainer(Trainer):
             out[f"{GAME}/{seat}/return"] = float(np.mean([ep.rewards[seat] for ep in episodes]))
         attempts = [a for o in outcomes for a in o["attempts"]]
         out["forge/valid_task_rate"] = len(valid) / len(episodes)
+        out["forge/seeded_task_rate"] = float(np.mean([o.get("seeded", False) for o in outcomes]))
         out["forge/invalid_task_reasons"] = dict(Counter(o["invalid_reason"].split(":")[0] for o in outcomes if not o["valid_task"]).most_common(5))
         if valid:
             p_hats = np.array([ep.outcome["p_hat"] for ep in valid])
@@ -194,7 +195,7 @@ class CoevolutionTrainer(Trainer):
 
     @staticmethod
     def _in_band(ep: Episode) -> bool:
-        return ep.outcome["valid_task"] and task_filter(ep.outcome["p_hat"])
+        return bool(ep.outcome["attempts"]) and task_filter(ep.outcome["p_hat"])  # a seed task counts
 
     def _turn_reward(self, member: Member, ep: Episode, tag: str) -> float:
         return turn_reward(ep.outcome, member.role, tag, self.reward_config, ep.rewards[member.role])

@@ -76,6 +76,9 @@ class ForgeConfig(Strict):
     cpu_seconds: float = Field(2.0, gt=0, description="sandbox CPU limit per program")
     wall_seconds: float = Field(5.0, gt=0, description="sandbox wall-time limit per program")
     heldout: int = Field(32, ge=1, description="held-out tasks per family for the executor's evaluation")
+    seed_tasks: bool = Field(
+        False, description="play a task-family task when the proposer's is invalid, so the other roles still learn"
+    )
 
 
 class RunConfig(TrainConfig):

@@ -51,10 +51,10 @@ def turn_reward(outcome: dict, seat: str, tag: str, config: RewardConfig, episod
     it gave none), its revision the revision's, its hinted retry the retry's; a judgement earns
     the verifier's reward on that attempt alone, a hint the teacher's. Finer than giving every
     turn the seat's mean over all attempts: an attempt is not credited with another's luck. The
-    proposer's turns (and every turn of an invalid task) get the episode's reward.
+    proposer's turns get the episode's reward.
     """
     phase, _, index = tag.partition(":")
-    if not index or not outcome["valid_task"]:
+    if not index:
         return episode_reward
     a = outcome["attempts"][int(index)]
     if seat == "executor":

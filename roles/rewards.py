@@ -195,7 +195,8 @@ def forge_rewards(outcome: dict, config: RewardConfig = RewardConfig()) -> dict[
     """Every seat's reward components for one ``task_forge`` match; a seat's reward is their sum.
 
     Every seat always gets all of its component keys (zeros where nothing happened), so that logged
-    components line up across matches. An invalid task pays only the proposer's components.
+    components line up across matches. An invalid task pays only the proposer's components (unless
+    a seed task was played in its place: then the others are paid for it as usual).
 
     >>> outcome = {"valid_task": False, "invalid_reason": "no task", "task": "", "reference": None,
     ...            "proposer_tool_calls": 0, "attempts": [], "p_hat": 0.0, "majority_answer": None,
@@ -203,7 +204,7 @@ def forge_rewards(outcome: dict, config: RewardConfig = RewardConfig()) -> dict[
     >>> forge_rewards(outcome)["proposer"]
     {'invalid_task': -1.0, 'uncertainty': 0.0, 'tool_bonus': 0.0}
     """
-    attempts = outcome["attempts"] if outcome["valid_task"] else []
+    attempts = outcome["attempts"]  # none when no task was played
     return {
         "proposer": proposer_components(outcome, config),
         "executor": executor_components(attempts, config),
@@ -228,14 +229,14 @@ def add_repetition(
 
 
 def switch_rates(outcomes: Sequence[dict]) -> dict[str, float]:
-    """How critiques move answers, over every attempt of every valid match:
+    """How critiques move answers, over every attempt of every match that played a task:
 
     - ``correct_to_wrong``: of the attempts correct before the critique, the share wrong after;
     - ``wrong_to_correct``: of the attempts wrong before the critique, the share correct after.
 
     0 where there is no such attempt (never NaN).
     """
-    attempts = [a for o in outcomes if o["valid_task"] for a in o["attempts"]]
+    attempts = [a for o in outcomes for a in o["attempts"]]
     right = [a for a in attempts if a["correct"]]
     wrong = [a for a in attempts if not a["correct"]]
     return {

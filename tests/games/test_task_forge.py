@@ -107,6 +107,24 @@ def test_a_proposal_without_tags_is_an_invalid_task():
     assert not outcome["valid_task"] and "<task>" in outcome["invalid_reason"]
 
 
+@pytest.mark.parametrize("proposal", ["Here is a task: what is 2 + 2?", submission("Say something.", "import sys; sys.exit(3)")])
+def test_with_seed_tasks_an_invalid_proposal_is_recorded_and_a_family_task_is_played(proposal):
+    from roles.rewards import forge_rewards
+
+    players = {"proposer": Script(proposal), "executor": SkilledExecutor(skill=0.5), "verifier": NoisyVerifier()}
+    _, outcome, result = play(players, attempts=3, seed_tasks=True)
+    assert not outcome["valid_task"] and outcome["seeded"] and outcome["invalid_reason"]
+    assert outcome["task_meta"]["family"] in games.task_families.FAMILIES
+    assert len(outcome["attempts"]) == 3 and outcome["reference"]
+    assert {seat for seat, _ in result.moves} == {"proposer", "executor", "verifier"}
+    rewards = forge_rewards(outcome)
+    assert rewards["proposer"]["invalid_task"] == -1.0 and rewards["proposer"]["uncertainty"] == 0.0
+    assert rewards["executor"]["correct"] == pytest.approx(np.mean([a["revised_correct"] for a in outcome["attempts"]]))
+    # the same proposal without seed tasks ends the match
+    _, plain, result = play({"proposer": Script(proposal)}, attempts=3)
+    assert not plain["valid_task"] and not plain["seeded"] and plain["attempts"] == [] and result.turns == 1
+
+
 def test_the_proposer_may_run_python_before_submitting():
     tool_run = "```python\nprint(6 * 7)\n```"
     env = games.make("task_forge", attempts=1)

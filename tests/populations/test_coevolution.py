@@ -108,13 +108,16 @@ def test_bad_coevolution_settings_are_one_line_naming_the_field(override, field)
 
 @pytest.mark.slow
 def test_smollm2_coevolution_two_iterations_all_four_roles(tmp_path):
+    """SmolLM2 LoRA members in all four seats, each learning. An untrained proposer rarely writes a
+    valid task: it is penalised for it, and with seed_tasks the others play a family task instead."""
     log = train(
         "task_forge_smollm2.toml", tmp_path / "run", "iterations=2", "rollout.matches=2", "forge.attempts=1",
-        "forge.tool_calls=1", "rollout.max_new_tokens=16", "roles.proposer.player='scripted:alp_gmm'",
-        "roles.executor.task_filter=false", "eval.every=0",
+        "forge.tool_calls=1", "rollout.max_new_tokens=16", "roles.executor.task_filter=false", "eval.every=0",
     )  # fmt: skip
     assert len(log) == 2
-    episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000002.jsonl")
-    seats = {t.seat for ep in episodes for t in ep.turns}
-    assert seats >= {"proposer", "executor", "verifier"}
-    assert log[-1]["executor/learner/samples"] > 0 and log[-1]["verifier/learner/samples"] > 0
+    episodes = [ep for i in (1, 2) for ep in read_jsonl(tmp_path / "run" / "episodes" / f"iter_{i:06d}.jsonl")]
+    assert {ep.members["proposer"] for ep in episodes} == {"proposer"}
+    assert all(ep.outcome["valid_task"] or ep.outcome["seeded"] for ep in episodes)
+    assert {t.seat for ep in episodes for t in ep.turns} == {"proposer", "executor", "verifier", "teacher"}
+    for role in ("proposer", "executor", "verifier", "teacher"):
+        assert sum(r.get(f"{role}/learner/samples", 0) for r in log) > 0, role
