@@ -2,6 +2,7 @@
 league's rules on a scripted schedule, PBT, and the population's state round trip."""
 
 import json
+from dataclasses import asdict
 
 import networkx as nx
 import numpy as np
@@ -178,6 +179,12 @@ def test_population_state_round_trips_through_json():
     other.load_state_dict(state)
     assert other.state_dict() == pop.state_dict()
     assert other.plans(3, 16, GAMES, SEATS) == pop.plans(3, 16, GAMES, SEATS)
+    # members and snapshots as dataclasses.asdict has them, their dicts copies, not the live ones
+    saved = pop.state_dict()
+    assert saved["members"] == [asdict(m) for m in pop.members.values()]
+    assert saved["snapshots"] == [asdict(s) for s in pop.snapshots.values()]
+    saved["members"][0]["hparams"]["lr"] = -1.0
+    assert pop.members["m0"].hparams.get("lr") != -1.0
 
 
 # ---- lineage -------------------------------------------------------------------------------------
