@@ -40,6 +40,7 @@ HEADLINE_METRICS = (
     "kuhn/exploitability",
     "eval/executor/heldout_accuracy",
     "forge/p_hat",
+    "rollout/invalid_rate",  # any model's run, e.g. tic-tac-toe without evaluation: the first collapse signal
 )
 OUTCOME_COLORS = {"win": "tab:green", "draw": "tab:gray", "loss": "tab:red"}
 COLLAPSE_SIGNALS = {

@@ -151,9 +151,9 @@ class SkilledExecutor(RolePlayer):
         """Practice raises skill by ``rate · p(1 − p)`` per attempt: most where p is near ½."""
         for outcome in outcomes:
             family, difficulty = task_label(outcome.get("task_meta", {}))
-            if not outcome["attempts"] or family not in self.skills:
+            if family not in self.skills:
                 continue
-            for _ in outcome["attempts"]:
+            for _ in outcome["attempts"]:  # none when no task was played
                 p = self.p_correct(family, difficulty)
                 self.skills[family] += self.rate * p * (1 - p)
 

@@ -156,7 +156,7 @@ class CoevolutionTrainer(Trainer):
             out[f"{GAME}/{seat}/return"] = float(np.mean([ep.rewards[seat] for ep in episodes]))
         attempts = [a for o in outcomes for a in o["attempts"]]
         out["forge/valid_task_rate"] = len(valid) / len(episodes)
-        out["forge/seeded_task_rate"] = float(np.mean([o.get("seeded", False) for o in outcomes]))
+        out["forge/seeded_task_rate"] = float(np.mean([o["seeded"] for o in outcomes]))
         out["forge/invalid_task_reasons"] = dict(Counter(o["invalid_reason"].split(":")[0] for o in outcomes if not o["valid_task"]).most_common(5))
         if valid:
             p_hats = np.array([ep.outcome["p_hat"] for ep in valid])

@@ -48,7 +48,7 @@ def payoffs(cells: dict[tuple[str, str], tuple[int, int, int]], roles=("player_0
     [
         ("kuhn_run", KUHN),
         ("killed_run", {"learning_curves", "kuhn_strategy", "collapse"}),  # no evaluation before the kill
-        ("tictactoe_run", {"learning_curves", "kuhn_strategy", "collapse", "opening_moves"}),
+        ("tictactoe_run", {"learning_curves", "collapse", "opening_moves"}),
         ("population_run", POPULATION),
         ("forge_run", {"learning_curves", "curriculum"}),  # scripted roles log no tokens or gradients
     ],
