@@ -149,7 +149,7 @@ def load_sweep(path: str | Path) -> Sweep:
 def _events(raw: list[dict], run_id: str) -> pd.DataFrame:
     rows = [{k: v for k, v in e.items() if not isinstance(v, (dict, list))} for e in raw]
     frame = _frame(rows, EVENT_COLUMNS)
-    frame["run_id"] = frame["run_id"].fillna(run_id) if len(frame) else frame["run_id"]
+    frame["run_id"] = frame["run_id"].fillna(run_id)
     return frame
 
 

@@ -31,7 +31,7 @@ from matplotlib.ticker import MaxNLocator
 from analysis.load import Run, Sweep
 from games.kuhn import CARDS
 from games.kuhn_analysis import INFOSETS, THIRD, nash
-from marl.credit import task_filter
+from marl.credit import AGENT0_BAND
 from populations.metagame import meta_strategy
 
 # The metric a learning curve shows by default: the first of these that the run or sweep logged.
@@ -60,7 +60,6 @@ CURRICULUM_METRICS = {
     "forge/p_hat": "executor success p̂ (mean)",
     "eval/executor/heldout_accuracy": "held-out accuracy",
 }
-LEARNING_BAND = task_filter.__defaults__  # (low, high): the p̂ band the executor learns from
 
 _OUTCOME_METRIC = re.compile(r"^eval/(?P<game>[^/]+)/(?P<opponent>.+)/(?P<result>win|draw|loss)$")
 _COLLAPSE_METRIC = re.compile(rf"^(?P<series>.+)/(?P<signal>{'|'.join(COLLAPSE_SIGNALS)})$")
@@ -411,7 +410,7 @@ def curriculum(metrics: pd.DataFrame, episodes: pd.DataFrame) -> Figure:
     if shown.empty:
         raise NoData(f"none of {list(CURRICULUM_METRICS)} was logged: not a task-forge run")
     fig, ax = _single("curriculum: difficulty against executor success")
-    ax.axhspan(*LEARNING_BAND, color="tab:green", alpha=0.1, label=f"learning band {LEARNING_BAND}")
+    ax.axhspan(*AGENT0_BAND, color="tab:green", alpha=0.1, label=f"learning band {AGENT0_BAND}")
     if "outcome.p_hat" in episodes:
         tasks = episodes.dropna(subset=["outcome.p_hat"])
         jitter = np.random.default_rng(0).uniform(-0.2, 0.2, len(tasks))

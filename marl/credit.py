@@ -37,13 +37,17 @@ from marl.advantages import Sample, grpo
 
 # ---- Agent0: task filter and ADPO ----------------------------------------------------------------
 
+AGENT0_BAND = (0.3, 0.8)  # p̂ of the tasks the executor learns from: hard enough to teach, solvable
 
-def task_filter(p_hat: float, low: float = 0.3, high: float = 0.8) -> bool:
+
+def task_filter(p_hat: float, low: float = AGENT0_BAND[0], high: float = AGENT0_BAND[1]) -> bool:
     """Keep a task for executor training iff low ≤ p̂ ≤ high (Agent0's upload.py, README bounds)."""
     return low <= p_hat <= high
 
 
-def adpo_scale(p_hat: float, low: float = 0.3, high: float = 0.8, min_scale: float = 0.6) -> float:
+def adpo_scale(
+    p_hat: float, low: float = AGENT0_BAND[0], high: float = AGENT0_BAND[1], min_scale: float = 0.6
+) -> float:
     """s(p̂) = m + (1 − m)·clip((p̂ − low)/(high − low), 0, 1): 0.6 at p̂ ≤ 0.3, 1 at p̂ ≥ 0.8."""
     if high <= low:
         raise ValueError(f"high ({high}) must exceed low ({low})")
