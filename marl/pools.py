@@ -22,8 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,9 +64,9 @@ class PoolConfig(BaseModel):
     max_restarts: int = Field(3, ge=0, description="times Ray restarts a dead actor")
 
 
-@dataclass(frozen=True)
-class MatchPlan:
-    """A match to play, its seats naming members of the pool."""
+class MatchPlan(NamedTuple):
+    """A match to play, its seats naming members of the pool. A named tuple: populations plan
+    thousands a second, and a frozen dataclass costs three times as much to build."""
 
     game: str
     seed: int

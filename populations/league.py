@@ -23,6 +23,7 @@ played, and the two thresholds are configuration.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -72,8 +73,11 @@ class League:
 
     # ---- matchmaking ---------------------------------------------------------------------------
 
-    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
-        return [self.opponent(pop, learner, rng) for _ in range(count)]  # each match flips its own coins
+    def opponents(
+        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+    ) -> list[list[str]]:
+        # each match flips its own coins
+        return [[self.opponent(pop, learner, rng) for _ in range(count)] for learner, count in zip(learners, counts)]
 
     def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
         kind = pop.members[learner].kind

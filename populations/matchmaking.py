@@ -1,10 +1,11 @@
 """Matchmakers: for a learning member, whom to play next.
 
-Every matchmaker answers one question, ``opponents(population, learner, count, rng) -> names``:
-whom the learner plays in its ``count`` matches this iteration; a name is a live member (possibly
-the learner itself) or a historical player (a frozen snapshot, or a fixed member such as a
-scripted player). Weights are computed once per learner and iteration, then sampled ``count``
-times, so matchmaking stays cheap for hundreds of members with thousands of snapshots
+Every matchmaker answers one question, ``opponents(population, learners, counts, rng)``: whom
+each learner plays in its ``counts[i]`` matches this iteration, a list of names per learner; a
+name is a live member (possibly the learner itself) or a historical player (a frozen snapshot, or
+a fixed member such as a scripted player). All learners are asked at once and weights are
+computed once per learner and iteration (PFSP's for every learner in one array pass), then
+sampled, so matchmaking stays cheap for hundreds of members with thousands of snapshots
 (``benchmarks/population_overhead.py``). They are chosen by name in the config
 (``population.matchmaker``):
 
@@ -42,38 +43,57 @@ PFSP_WEIGHTINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def pfsp_weights(win_rates: Sequence[float], weighting: str = "squared") -> np.ndarray:
-    """Selection probabilities; uniform when every weight is (near) zero, as in AlphaStar."""
+def pfsp_weights(win_rates: Sequence[float] | np.ndarray, weighting: str = "squared") -> np.ndarray:
+    """Selection probabilities over the last axis (one row per learner, if 2-D); uniform where
+    every weight is (near) zero, as in AlphaStar."""
     x = np.asarray(win_rates, dtype=float)
     if weighting not in PFSP_WEIGHTINGS:
         raise ValueError(f"unknown PFSP weighting {weighting!r}; choose from {', '.join(PFSP_WEIGHTINGS)}")
     weights = PFSP_WEIGHTINGS[weighting](x)
-    total = weights.sum()
-    if total < 1e-10:
-        return np.full(len(x), 1 / len(x))
-    return weights / total
+    total = weights.sum(axis=-1, keepdims=True)
+    return np.where(total < 1e-10, 1 / x.shape[-1], weights / np.maximum(total, 1e-10))
+
+
+def draw(candidates: Sequence[str], weights: np.ndarray, count: int, rng: np.random.Generator) -> list[str]:
+    """``count`` candidates drawn with replacement, with probabilities ∝ ``weights`` (≥ 0, some > 0).
+
+    Inverse-CDF sampling: one uniform per draw, placed in the cumulative weights by binary
+    search. Same distribution as ``rng.choice(p=...)`` at a fifth of its cost, which re-validates
+    ``p`` on every call (a population plans once per learner and iteration: hundreds of calls).
+    The search runs over all but the last bound, so a uniform that rounds up to the total still
+    lands on the last candidate."""
+    cdf = np.cumsum(weights)
+    picks = np.searchsorted(cdf[:-1], rng.random(count) * cdf[-1], side="right")
+    return [candidates[i] for i in picks.tolist()]
 
 
 def pfsp_choice(
     pop: Population, learner: str, candidates: Sequence[str], weighting: str, rng: np.random.Generator, count: int = 1
 ) -> list[str]:
-    p = pfsp_weights(pop.win_rates(learner, candidates), weighting)
-    return [candidates[i] for i in rng.choice(len(candidates), size=count, p=p)]
+    return draw(candidates, pfsp_weights(pop.win_rates(learner, candidates), weighting), count, rng)
 
 
 class Matchmaker(Protocol):
-    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]: ...
+    def opponents(
+        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+    ) -> list[list[str]]: ...
 
 
 class SelfPlay:
-    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
-        return [learner] * count
+    def opponents(
+        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+    ) -> list[list[str]]:
+        return [[learner] * count for learner, count in zip(learners, counts)]
 
 
 class Fictitious:
-    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
+    def opponents(
+        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+    ) -> list[list[str]]:
         past = pop.historical()
-        return [past[i] for i in rng.integers(len(past), size=count)] if past else [learner] * count
+        if not past:
+            return SelfPlay().opponents(pop, learners, counts, rng)
+        return [[past[i] for i in rng.integers(len(past), size=count)] for count in counts]
 
 
 class PFSP:
@@ -81,28 +101,39 @@ class PFSP:
         pfsp_weights([0.5], weighting)  # an unknown weighting fails now, not mid-run
         self.weighting = weighting
 
-    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
+    def opponents(
+        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+    ) -> list[list[str]]:
         past = pop.historical()
-        return pfsp_choice(pop, learner, past, self.weighting, rng, count) if past else [learner] * count
+        if not past:
+            return SelfPlay().opponents(pop, learners, counts, rng)
+        weights = pfsp_weights(pop.win_rate_table(learners, past), self.weighting)  # (learners, past)
+        return [draw(past, row, count, rng) for row, count in zip(weights, counts)]
 
 
 class Skill:
     """Prefer opponents OpenSkill expects to be even with the learner: weight ∝ (1 − 2|p − ½|)²."""
 
-    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
+    def opponents(
+        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+    ) -> list[list[str]]:
+        return [self._opponents(pop, learner, count, rng) for learner, count in zip(learners, counts)]
+
+    @staticmethod
+    def _opponents(pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
         candidates = [n for n in (*pop.snapshot_names(), *pop.members) if n != learner]
         if not candidates:
             return [learner] * count
         p = np.array([pop.skill.predict_win(learner, c) for c in candidates])
-        weights = (1 - 2 * np.abs(p - 0.5)) ** 2 + 1e-6
-        return [candidates[i] for i in rng.choice(len(candidates), size=count, p=weights / weights.sum())]
+        return draw(candidates, (1 - 2 * np.abs(p - 0.5)) ** 2 + 1e-6, count, rng)
 
 
 class PSRO:
-    def opponents(self, pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
+    def opponents(
+        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+    ) -> list[list[str]]:
         mixture = pop.meta_strategy()
         if not mixture:
-            return [learner] * count
-        names = list(mixture)
-        p = np.array([mixture[n] for n in names])
-        return [names[i] for i in rng.choice(len(names), size=count, p=p / p.sum())]
+            return SelfPlay().opponents(pop, learners, counts, rng)
+        names, weights = list(mixture), np.fromiter(mixture.values(), float, len(mixture))
+        return [draw(names, weights, count, rng) for count in counts]

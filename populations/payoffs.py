@@ -102,6 +102,7 @@ class PayoffTable:
         self._slots: dict[tuple[str, str, str, str], int] = {}
         self._counters = array("d")
         self._keys = array("i")  # per cell: a's and b's player indices, role_a's and role_b's role indices
+        self._mirrors = array("i")  # per cell: the number of its mirror cell, b's side of the same matches
         self._roles: dict[str, int] = {}
         self._role_pairs: dict[tuple[str, str], None] = {}  # every (role_a, role_b) seen: a few
         # Over every role pair, dense by player index: games, score (wins + ½ draws), Σw², so
@@ -122,12 +123,20 @@ class PayoffTable:
         ``return_b`` defaults to ``-return_a`` (zero-sum); pass it for general-sum games. When a
         member plays itself in the same role, both sides land in one cell, which ages once per match.
         """
-        if return_b is None:
-            return_b = -return_a
-        if not (math.isfinite(return_a) and math.isfinite(return_b)):
-            raise ValueError(f"returns must be finite, got return_a={return_a}, return_b={return_b}")
-        self._pending.append((a, b, *roles))
-        self._pending_returns.extend((return_a, return_b))
+        self.record_many([(a, b, *roles)], [return_a, -return_a if return_b is None else return_b])
+
+    def record_many(self, cells: Sequence[tuple[str, str, str, str]], returns: Sequence[float]) -> None:
+        """Record ``len(cells)`` matches at once, as a population does after each batch of episodes.
+
+        Match i is ``cells[i] = (a, b, role_a, role_b)`` with returns ``returns[2i]`` (a's) and
+        ``returns[2i + 1]`` (b's): one check and two list extensions for the whole batch.
+        """
+        if len(returns) != 2 * len(cells):
+            raise ValueError(f"need two returns per match: {len(cells)} matches, {len(returns)} returns")
+        if not np.isfinite(returns).all():
+            raise ValueError(f"returns must be finite, got {[x for x in returns if not math.isfinite(x)]}")
+        self._pending.extend(cells)
+        self._pending_returns.extend(returns)
 
     def _flush(self) -> None:
         """Add the matches recorded since the last read to their cells.
@@ -142,10 +151,10 @@ class PayoffTable:
         pending, self._pending = self._pending, []
         returns = np.frombuffer(self._pending_returns, dtype=float).reshape(-1, 2)  # (M, 2): a's, b's
         self._pending_returns = array("d")
-        forward = self._offsets(pending)
-        backward = self._offsets([(b, a, role_b, role_a) for a, b, role_a, role_b in pending])
+        forward = np.array(self._offsets(pending)) // _WIDTH  # (M,) cell numbers
+        cells = np.stack([forward, np.frombuffer(self._mirrors, dtype=np.int32)[forward]], axis=1)  # (M, 2)
         if self.decay != 1.0:
-            for f, g, (a, b, _, _), (x, y) in zip(forward, backward, pending, returns.tolist(), strict=True):
+            for (f, g), (a, b, _, _), (x, y) in zip((cells * _WIDTH).tolist(), pending, returns.tolist(), strict=True):
                 self._forget(f)
                 if g != f:
                     self._forget(g)
@@ -153,36 +162,40 @@ class PayoffTable:
                 self._observe(g, y, x)
                 self._stale.update(((a, b), (b, a)))  # aged cells: totals recomputed on the next read
             return
-        x, y = np.stack([returns, returns[:, ::-1]], axis=1).reshape(-1, 2).T  # (2M,) each: forward, backward, ...
+        cells = cells.reshape(-1)  # (2M,): forward, backward, ...
+        x, y = np.stack([returns, returns[:, ::-1]], axis=1).reshape(-1, 2).T  # (2M,) each, in the same order
         one = np.ones_like(x)
         rows = np.stack([one, x > y, x == y, x < y, x, x * x, one], axis=1)  # (2M, fields), in _FIELDS order
-        at = np.stack([forward, backward], axis=1).reshape(-1) // _WIDTH
         counters = np.frombuffer(self._counters, dtype=float).reshape(-1, _WIDTH)  # a view: no resizing meanwhile
-        np.add.at(counters, at, rows)
+        np.add.at(counters, cells, rows)
         del counters
-        i = np.array([self._index[a] for a, _, _, _ in pending])
-        j = np.array([self._index[b] for _, b, _, _ in pending])
-        i, j = np.stack([i, j], axis=1).reshape(-1), np.stack([j, i], axis=1).reshape(-1)
+        players = np.frombuffer(self._keys, dtype=np.int32).reshape(-1, 4)[cells, :2].T  # (2, 2M): i, j
         for plane, added in zip(self._dense, (one, rows[:, _WINS] + 0.5 * rows[:, _DRAWS], one)):  # games, score, Σw²
-            np.add.at(plane, (i, j), added)
+            np.add.at(plane, tuple(players), added)
 
     def _offsets(self, keys: list[tuple[str, str, str, str]]) -> list[int]:
         """Each (a, b, role_a, role_b) cell's offset in the counter array, appending zeroed cells
-        for the new ones. New cells are made together (a population of 256 members meets a new
-        pair in most of its matches: one at a time, making cells took a third of its bookkeeping)."""
+        for the new ones and their mirrors (b, a, role_b, role_a), where b's side of a's matches
+        goes. New cells are made together (a population of 256 members meets a new pair in most
+        of its matches: one at a time, making cells took a third of its bookkeeping)."""
         slots = self._slots
         new = [key for key in dict.fromkeys(keys) if key not in slots]
         if new:
+            fresh = dict.fromkeys(new)
+            new += [m for a, b, r, s in fresh if (m := (b, a, s, r)) not in slots and m not in fresh]
             start = len(self._counters)
             slots.update(zip(new, range(start, start + _WIDTH * len(new), _WIDTH)))
             self._counters.frombytes(bytes(self._counters.itemsize * _WIDTH * len(new)))
+            self._mirrors.extend([slots[b, a, s, r] // _WIDTH for a, b, r, s in new])
             self._role_pairs.update(dict.fromkeys((role_a, role_b) for _, _, role_a, role_b in new))
             for role_a, role_b in self._role_pairs:
                 for role in (role_a, role_b):
                     self._roles.setdefault(role, len(self._roles))
-            player, role = self._player, self._roles
-            # players are indexed by first appearance
-            self._keys.extend([i for a, b, r, s in new for i in (player(a), player(b), role[r], role[s])])
+            index, role = self._index, self._roles
+            for name in dict.fromkeys(name for a, b, _, _ in new for name in (a, b)):  # by first appearance
+                if name not in index:
+                    self._player(name)
+            self._keys.extend([i for a, b, r, s in new for i in (index[a], index[b], role[r], role[s])])
         return list(map(slots.__getitem__, keys))
 
     def _forget(self, at: int) -> None:
@@ -538,7 +551,8 @@ def _sample_unplayed(
     """``size`` distinct unordered pairs (i < j) of ``n`` players drawn uniformly among those not in (row, col)."""
     if size == 0:
         return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
-    free = np.triu(np.ones((n, n), dtype=bool), k=1)
+    positions = np.arange(n)
+    free = positions[:, None] < positions[None, :]  # i < j (np.triu builds the same mask 4× slower)
     free[row, col] = False
     flat = np.flatnonzero(free)
     picked = flat[rng.choice(len(flat), size=size, replace=False)]

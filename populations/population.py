@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -176,15 +176,19 @@ class Population:
         return float(self.win_rates(a, [b])[0])
 
     def win_rates(self, a: str, candidates: Sequence[str]) -> np.ndarray:
-        """a's win rates against ``candidates`` (½ where unplayed); while planning, read from one
-        matrix built in a single pass over the payoff table."""
+        """a's win rates against ``candidates``, ½ where unplayed."""
+        return self.win_rate_table([a], candidates)[0]
+
+    def win_rate_table(self, players: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
+        """(players, candidates) win rates, ½ where unplayed; while planning, read from one matrix
+        built in a single pass over the payoff table."""
         plan = self._plan
-        if plan is None or a not in plan.rows:
-            return np.array([self.payoffs.win_rate(a, c) for c in candidates])
-        row = plan.rates[plan.rows[a]]
+        if plan is None or not all(p in plan.rows for p in players):
+            return self.payoffs.win_rate_matrix(players, candidates)
+        rows = plan.rates[[plan.rows[p] for p in players]]
         if candidates is plan.historical:  # the usual question: the first columns, in order
-            return row[: len(candidates)]
-        return row[[plan.columns[c] for c in candidates]]
+            return rows[:, : len(candidates)]
+        return rows[:, [plan.columns[c] for c in candidates]]
 
     def plans(self, iteration: int, matches: int, games: dict[str, float], seats: dict[str, list[str]]) -> list[MatchPlan]:
         """This iteration's matches, shared out evenly between the learners; each learner takes
@@ -200,7 +204,7 @@ class Population:
         )  # fmt: skip
         try:
             counts = [len(range(i, matches, k)) for i in range(k)]
-            opponents = [iter(self.matchmaker.opponents(self, l, n, rng)) for l, n in zip(learners, counts)]
+            opponents = [iter(names) for names in self.matchmaker.opponents(self, learners, counts, rng)]
         finally:
             self._plan = None
         ordered = []
@@ -227,7 +231,7 @@ class Population:
 
     def record(self, episodes: Iterable[Episode]) -> None:
         """Payoffs per seat pair, Elo and OpenSkill, and each member's match clock."""
-        members = self.members
+        members, cells, returns, results = self.members, [], [], []
         for ep in episodes:
             (seat_a, a), (seat_b, b) = ep.members.items()
             ret_a, ret_b = ep.rewards[seat_a], ep.rewards[seat_b]
@@ -237,10 +241,12 @@ class Population:
                 members[b].matches_since_snapshot += 1
             if a == b:
                 continue  # self-play says nothing about relative strength
-            self.payoffs.record(a, b, ret_a, (seat_a, seat_b), return_b=ret_b)
-            score = 1.0 if ret_a > ret_b else 0.0 if ret_a < ret_b else 0.5
-            self.elo.update(a, b, score)
-            self.skill.update(a, b, score)
+            cells.append((a, b, seat_a, seat_b))
+            returns += (ret_a, ret_b)
+            results.append((a, b, 1.0 if ret_a > ret_b else 0.0 if ret_a < ret_b else 0.5))
+        self.payoffs.record_many(cells, returns)
+        self.elo.update_many(results)
+        self.skill.update_many(results)
 
     def ratings(self) -> list[dict]:
         """One row per player: online Elo, batch Bradley–Terry Elo (order-independent), OpenSkill
@@ -284,7 +290,7 @@ class Population:
 def _record(item: Member | Snapshot) -> dict:
     """A member or snapshot as a dict, its dicts (hparams, strategy) copied: ``dataclasses.asdict``
     deep-copies recursively and took most of a 1,000-snapshot checkpoint's time."""
-    return {f.name: (dict(v) if isinstance(v := getattr(item, f.name), dict) else v) for f in fields(item)}
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in vars(item).items()}
 
 
 @dataclass(slots=True)
@@ -302,6 +308,10 @@ def _match_plans(
     seeds: list[int], ids: list[str],
 ) -> list[MatchPlan]:  # fmt: skip
     """Matches for (first seat, second seat) pairs, each in a game drawn by its weight."""
+    if len(games) == 1:  # no draw to make: the common case, and the generator is not used after this
+        (game,) = games
+        first, second = seats[game]
+        return [MatchPlan(game, seed, {first: a, second: b}, i) for (a, b), seed, i in zip(ordered, seeds, ids)]
     names, weights = list(games), np.array(list(games.values()), dtype=float)
     drawn = rng.choice(len(names), size=len(ordered), p=weights / weights.sum())
     out = []

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Container
+from collections.abc import Container, Iterable
 
 import numpy as np
 from openskill.models import PlackettLuce
@@ -95,8 +95,15 @@ class Elo:
 
     def update(self, a: str, b: str, score_a: float) -> None:
         """Apply one match between ``a`` and ``b``; ``score_a`` is 1, ½ or 0 from a's side."""
-        _check_opponents(a, b, self._ratings)
-        self._ratings[a], self._ratings[b] = elo_update(self._ratings[a], self._ratings[b], score_a, self.k)
+        self.update_many([(a, b, score_a)])
+
+    def update_many(self, results: Iterable[tuple[str, str, float]]) -> None:
+        """Apply matches ``(a, b, score_a)`` in order: a population's batch of episodes in one call."""
+        ratings, k = self._ratings, self.k
+        for a, b, score_a in results:
+            if a == b or a not in ratings or b not in ratings:
+                _check_opponents(a, b, ratings)
+            ratings[a], ratings[b] = elo_update(ratings[a], ratings[b], score_a, k)
 
     def expected(self, a: str, b: str) -> float:
         """Expected score of ``a`` against ``b``."""
@@ -242,31 +249,38 @@ class OpenSkill:
         self._ratings[name] = self.model.rating(mu=mu, sigma=sigma, name=name)
 
     def update(self, a: str, b: str, score_a: float) -> None:
-        """Apply one match: ``score_a`` 1 (a won), 0 (b won) or 0.5 (a draw, i.e. equal ranks).
+        """Apply one match: ``score_a`` 1 (a won), 0 (b won) or 0.5 (a draw, i.e. equal ranks)."""
+        self.update_many([(a, b, score_a)])
 
-        Same numbers as ``model.rate([[a], [b]], ...)``, without its cost: ``rate`` validates its
-        arguments and deep-copies every rating on each call (~11 µs, most of a population's
-        per-match budget with scripted players). We own these ratings and replace them anyway, so
-        we take the two steps ``rate`` takes — τ's additive dynamics on σ, then the model's update
-        (``_compute``, which writes the new μ, σ into the ratings it is given) — in place, ~3 µs.
-        A property test holds this equal to ``rate``, so a library change cannot slip by.
+    def update_many(self, results: Iterable[tuple[str, str, float]]) -> None:
+        """Apply matches ``(a, b, score_a)`` in order, as :meth:`update` does one by one.
+
+        Same numbers as ``model.rate([[a], [b]], ...)`` per match, without its cost: ``rate``
+        validates its arguments and deep-copies every rating on each call (~11 µs, most of a
+        population's per-match budget with scripted players). We own these ratings and replace
+        them anyway, so we take the two steps ``rate`` takes — τ's additive dynamics on σ, then the
+        model's update (``_compute``, which writes the new μ, σ into the ratings it is given) — in
+        place, ~3 µs. A property test holds this equal to ``rate``, so a library change cannot slip by.
         """
-        _check_opponents(a, b, self._ratings)
-        if score_a not in _SCORES:
-            raise ValueError(f"score_a must be 1, 0.5 or 0, got {score_a}")
-        ra, rb = self._ratings[a], self._ratings[b]
-        before = ra.sigma, rb.sigma
-        tau_sq = self.model.tau * self.model.tau
-        ra.sigma = math.sqrt(ra.sigma * ra.sigma + tau_sq)
-        rb.sigma = math.sqrt(rb.sigma * rb.sigma + tau_sq)
-        if score_a == 0.5:
-            self.model._compute(teams=[[ra], [rb]], ranks=[1, 1])  # equal ranks: a draw
-        elif score_a == 1:  # teams in finishing order
-            self.model._compute(teams=[[ra], [rb]])
-        else:
-            self.model._compute(teams=[[rb], [ra]])
-        if self.model.limit_sigma:  # σ may not grow from a match
-            ra.sigma, rb.sigma = min(ra.sigma, before[0]), min(rb.sigma, before[1])
+        ratings, model = self._ratings, self.model
+        tau_sq, limit_sigma = model.tau * model.tau, model.limit_sigma
+        for a, b, score_a in results:
+            if a == b or a not in ratings or b not in ratings:
+                _check_opponents(a, b, ratings)
+            if score_a not in _SCORES:
+                raise ValueError(f"score_a must be 1, 0.5 or 0, got {score_a}")
+            ra, rb = ratings[a], ratings[b]
+            sigma_a, sigma_b = ra.sigma, rb.sigma
+            ra.sigma = math.sqrt(sigma_a * sigma_a + tau_sq)
+            rb.sigma = math.sqrt(sigma_b * sigma_b + tau_sq)
+            if score_a == 0.5:
+                model._compute(teams=[[ra], [rb]], ranks=[1, 1])  # equal ranks: a draw
+            elif score_a == 1:  # teams in finishing order
+                model._compute(teams=[[ra], [rb]])
+            else:
+                model._compute(teams=[[rb], [ra]])
+            if limit_sigma:  # σ may not grow from a match
+                ra.sigma, rb.sigma = min(ra.sigma, sigma_a), min(rb.sigma, sigma_b)
 
     def predict_win(self, a: str, b: str) -> float:
         """The model's probability that ``a`` beats ``b``."""

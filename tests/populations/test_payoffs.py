@@ -288,3 +288,18 @@ def test_matches_added_in_one_batch_equal_matches_added_one_by_one(matches, deca
     assert batched.to_frame().equals(one_by_one.to_frame())
     names = ["a", "b", "c"]
     np.testing.assert_array_equal(batched.win_rate_matrix(names, names), one_by_one.win_rate_matrix(names, names))
+
+
+def test_record_many_equals_record_one_by_one_and_checks_the_batch():
+    cells = [("a", "b", "player_0", "player_1"), ("b", "a", "player_0", "player_1"), ("a", "a", "player_0", "player_1")]
+    returns = [1.0, -1.0, 0.5, 0.25, 0.0, 0.0]
+    batched, one_by_one = PayoffTable(), PayoffTable()
+    batched.record_many(cells, returns)
+    for (a, b, role_a, role_b), (x, y) in zip(cells, zip(returns[::2], returns[1::2])):
+        one_by_one.record(a, b, x, (role_a, role_b), return_b=y)
+    assert batched.to_frame().equals(one_by_one.to_frame())
+    with pytest.raises(ValueError, match="two returns per match"):
+        batched.record_many(cells, returns[:-1])
+    with pytest.raises(ValueError, match="finite"):
+        batched.record_many(cells[:1], [1.0, float("nan")])
+    assert batched.to_frame().equals(one_by_one.to_frame())  # a refused batch adds nothing

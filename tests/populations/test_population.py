@@ -14,7 +14,7 @@ from marl.episode import Episode
 from populations.config import PopulationConfig
 from populations.league import Checkpoint, LeagueConfig, remove_monotonic_suffix
 from populations.lineage import Lineage
-from populations.matchmaking import pfsp_weights
+from populations.matchmaking import draw, pfsp_weights
 from populations.pbt import PBTConfig, exploit_and_explore
 from populations.population import Population
 
@@ -74,6 +74,62 @@ def test_pfsp_weights_are_a_distribution_that_prefers_stronger_opponents(rates, 
 
 
 # ---- matchmakers ---------------------------------------------------------------------------------
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=6), st.sampled_from(sorted(FORMULAS)))
+def test_pfsp_weights_of_a_table_are_each_rows_weights(rates, weighting):
+    """Matchmaking weighs every learner's row at once: row by row, the same as one learner at a time."""
+    table = np.array([rates, rates[::-1], [1.0] * len(rates)])
+    expected = [pfsp_weights(row, weighting) for row in table]
+    np.testing.assert_allclose(pfsp_weights(table, weighting), expected)
+
+
+@given(
+    st.lists(st.one_of(st.just(0.0), st.floats(1e-3, 10)), min_size=1, max_size=8).filter(any),
+    st.integers(0, 50), st.integers(0, 2**32 - 1),
+)  # fmt: skip
+def test_draw_never_picks_a_zero_weight_candidate(weights, count, seed):
+    names = [f"c{i}" for i in range(len(weights))]
+    picked = draw(names, np.array(weights), count, np.random.default_rng(seed))
+    assert len(picked) == count
+    assert all(weights[names.index(n)] > 0 for n in picked)
+
+
+def test_draw_frequencies_follow_the_weights():
+    """Inverse-CDF sampling has the distribution rng.choice(p=...) has: a χ² test at a fixed seed."""
+    weights = np.array([0.0, 1.0, 2.0, 0.0, 5.0, 2.0])
+    picked = draw(list(range(6)), weights, 20_000, np.random.default_rng(0))
+    observed = np.bincount(picked, minlength=6)
+    expected = 20_000 * weights / weights.sum()
+    assert observed[weights == 0].sum() == 0
+    chi2 = (((observed - expected) ** 2)[weights > 0] / expected[weights > 0]).sum()
+    assert chi2 < 11.3  # χ²(3 dof) at p = 0.01
+
+
+def test_a_uniform_that_rounds_up_to_the_total_still_lands_on_the_last_candidate():
+    class Top:  # a generator whose uniforms are the largest double below 1
+        def random(self, n):
+            return np.full(n, np.nextafter(1.0, 0.0))
+
+    assert draw(["a", "b", "c"], np.array([0.1, 0.2, 0.3]), 3, Top()) == ["c"] * 3
+
+
+def test_win_rate_table_reads_the_payoffs_while_planning_and_not():
+    pop = population(matchmaker="pfsp", size=2)
+    for it in (0, 5):
+        pop.take_snapshot("m0", it)
+    play(pop, "m0", "m0@0", wins=3, losses=1)
+    play(pop, "m1", "m0@5", wins=1, losses=4)
+    candidates = ["m0@5", "m0@0", "m1"]
+    expected = [[pop.payoffs.win_rate(a, c) for c in candidates] for a in ("m0", "m1")]
+    np.testing.assert_allclose(pop.win_rate_table(["m0", "m1"], candidates), expected)
+    seen = []
+    pop.matchmaker.opponents = lambda p, learners, counts, rng: seen.append(
+        (p.win_rate_table(learners, candidates), p.win_rate_table(learners, p.historical()))
+    ) or [[p.historical()[0]] * c for c in counts]  # fmt: skip
+    pop.plans(1, 4, GAMES, SEATS)
+    np.testing.assert_allclose(seen[0][0], expected)
+    np.testing.assert_allclose(seen[0][1], [[pop.payoffs.win_rate(a, h) for h in pop.historical()] for a in ("m0", "m1")])
 
 
 def test_self_play_plays_the_latest_against_itself_in_both_seats():

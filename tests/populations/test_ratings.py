@@ -185,3 +185,34 @@ def test_openskill_update_equals_the_librarys_rate(mus, sigmas, score, limit_sig
     skill.update("a", "b", score)
     assert (skill.mu("a"), skill.sigma("a")) == pytest.approx((ra.mu, ra.sigma), rel=1e-12, abs=1e-12)
     assert (skill.mu("b"), skill.sigma("b")) == pytest.approx((rb.mu, rb.sigma), rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("abc"), scores), max_size=30))
+def test_a_batch_of_updates_equals_the_updates_one_by_one(results):
+    """A population rates its batch of matches in one call; in order, it must equal one call per match."""
+    results = [(a, b, s) for a, b, s in results if a != b]
+    elo, elo_batch, skill, skill_batch = Elo(), Elo(), OpenSkill(), OpenSkill()
+    for rating in (elo, elo_batch, skill, skill_batch):
+        for name in "abc":
+            rating.add(name)
+    for a, b, s in results:
+        elo.update(a, b, s)
+        skill.update(a, b, s)
+    elo_batch.update_many(results)
+    skill_batch.update_many(results)
+    assert elo_batch.ratings == elo.ratings
+    assert skill_batch.state_dict() == skill.state_dict()
+
+
+def test_a_batch_with_a_bad_match_names_it():
+    elo, skill = Elo(), OpenSkill()
+    for rating in (elo, skill):
+        rating.add("a"), rating.add("b")
+    for rating in (elo, skill):
+        with pytest.raises(KeyError, match="'zed'"):
+            rating.update_many([("a", "b", 1.0), ("a", "zed", 1.0)])
+        with pytest.raises(ValueError, match="itself"):
+            rating.update_many([("a", "a", 1.0)])
+    with pytest.raises(ValueError, match="score_a"):
+        skill.update_many([("a", "b", 0.25)])
