@@ -72,7 +72,20 @@ def test_population_overhead_reports_each_game_and_size():
     for row in report["per_size"]:
         assert row["matches"] == row["members"] * 16 * 2 + int(row["members"] * 16 * 0.125) * 2
         assert row["match_s"] > 0 and row["overhead_s"] > 0 and row["ratio"] == row["overhead_s"] / row["match_s"]
+        assert row["ratios"] == [row["ratio"]]  # --quick: one repeat
     assert set(report["overhead_per_match_growth_exponent"]) == {"kuhn_poker", "tictactoe"}
+
+
+def test_population_overhead_reports_the_median_repeat(monkeypatch):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import population_overhead
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    ratios = iter([0.03, 0.07, 0.05])
+    monkeypatch.setattr(population_overhead, "run", lambda *args: {"ratio": next(ratios), "args": args})
+    chosen = population_overhead.median_run(3, "kuhn_poker", 8)
+    assert chosen["ratio"] == 0.05 and chosen["ratios"] == [0.03, 0.05, 0.07] and chosen["args"] == ("kuhn_poker", 8)
 
 
 def test_population_emergence_prints_every_matchmakers_final_value():

@@ -95,6 +95,14 @@ def test_draw_never_picks_a_zero_weight_candidate(weights, count, seed):
     assert all(weights[names.index(n)] > 0 for n in picked)
 
 
+@given(st.lists(st.one_of(st.just(0.0), st.floats(1e-3, 10)), min_size=1, max_size=8).filter(any), st.integers(0, 2**32 - 1))
+def test_draw_makes_the_picks_rng_choice_makes(weights, seed):
+    """Same uniforms, same inverse CDF: runs seeded before the faster sampler draw the same opponents."""
+    weights = np.array(weights)
+    expected = np.random.default_rng(seed).choice(len(weights), size=20, p=weights / weights.sum())
+    assert draw(list(range(len(weights))), weights, 20, np.random.default_rng(seed)) == expected.tolist()
+
+
 def test_draw_frequencies_follow_the_weights():
     """Inverse-CDF sampling has the distribution rng.choice(p=...) has: a χ² test at a fixed seed."""
     weights = np.array([0.0, 1.0, 2.0, 0.0, 5.0, 2.0])
