@@ -529,6 +529,16 @@ def uncertain_pairs(
         raise ValueError(f"names must be distinct, got {list(names)}")
     row, col, played = table._played_pairs(names)  # (Q,) each: the unordered pairs with games
     n_unplayed = len(names) * (len(names) - 1) // 2 - len(row)
+    if n_unplayed > budget:
+        return _unplayed_pairs(names, row, col, budget, rng)
+    return _apportioned_pairs(names, row, col, played, n_unplayed, budget, rng, confidence)
+
+
+def _apportioned_pairs(
+    names: Sequence[str], row: np.ndarray, col: np.ndarray, played: dict[str, np.ndarray], n_unplayed: int,
+    budget: int, rng: np.random.Generator, confidence: float,
+) -> list[tuple[str, str]]:  # fmt: skip
+    """The general case of :func:`uncertain_pairs`: every pair scored, the budget apportioned."""
     lo, hi = _wilson_interval(played, confidence)  # "wins" carries the score: wins + ½ draws
     straddle = np.minimum(hi - 0.5, 0.5 - lo)  # (Q,) > 0 exactly when 0.5 is inside the interval
     scores = np.maximum(straddle, 0.0) if n_unplayed or (straddle > 0).any() else hi - lo
@@ -543,6 +553,19 @@ def uncertain_pairs(
     chosen = np.flatnonzero(counts)
     priority = chosen[np.lexsort((tiebreak[chosen], -scores[chosen]))]
     return [(names[row[p]], names[col[p]]) for p in priority for _ in range(counts[p])]
+
+
+def _unplayed_pairs(
+    names: Sequence[str], row: np.ndarray, col: np.ndarray, budget: int, rng: np.random.Generator
+) -> list[tuple[str, str]]:
+    """:func:`_apportioned_pairs` when more pairs are unplayed than the budget: each quota is then
+    below one and the unplayed pairs' the largest, so the budget goes to ``budget`` unplayed pairs,
+    one match each, in tiebreak order. The same draws, without scoring the played pairs (most of
+    a small population's planning time)."""
+    i, j = _sample_unplayed(len(names), row, col, budget, rng)
+    tiebreak = rng.random(len(row) + budget)[len(row) :]
+    order = np.argsort(tiebreak, kind="stable")
+    return [(names[a], names[b]) for a, b in zip(i[order].tolist(), j[order].tolist())]
 
 
 def _sample_unplayed(

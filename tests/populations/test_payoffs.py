@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy.stats import t as student_t
 
 import populations.payoffs
-from populations.payoffs import PayoffTable, uncertain_pairs
+from populations.payoffs import PayoffTable, _apportioned_pairs, _unplayed_pairs, uncertain_pairs
 
 
 def test_docstring_examples():
@@ -303,3 +303,25 @@ def test_record_many_equals_record_one_by_one_and_checks_the_batch():
     with pytest.raises(ValueError, match="finite"):
         batched.record_many(cells[:1], [1.0, float("nan")])
     assert batched.to_frame().equals(one_by_one.to_frame())  # a refused batch adds nothing
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(3, 9),
+    st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8), st.sampled_from([-1.0, 0.0, 1.0])), max_size=40),
+    st.integers(0, 12),
+    st.integers(0, 2**32 - 1),
+)
+def test_the_unplayed_first_shortcut_chooses_what_apportioning_chooses(n, results, budget, seed):
+    """With more unplayed pairs than the budget, skipping the scores must not change one choice."""
+    names = [f"p{i}" for i in range(n)]
+    table = PayoffTable()
+    for a, b, result in results:
+        if a < n and b < n and a != b:
+            table.record(names[a], names[b], result)
+    row, col, played = table._played_pairs(names)
+    n_unplayed = n * (n - 1) // 2 - len(row)
+    assume(n_unplayed > budget)
+    general = _apportioned_pairs(names, row, col, played, n_unplayed, budget, np.random.default_rng(seed), 0.95)
+    assert _unplayed_pairs(names, row, col, budget, np.random.default_rng(seed)) == general
+    assert uncertain_pairs(table, names, budget, np.random.default_rng(seed)) == general
