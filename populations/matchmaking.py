@@ -58,8 +58,8 @@ def draw(candidates: Sequence[str], weights: np.ndarray, count: int, rng: np.ran
     """``count`` candidates drawn with replacement, with probabilities ∝ ``weights`` (≥ 0, some > 0).
 
     Inverse-CDF sampling: one uniform per draw, placed in the cumulative weights by binary
-    search. Same distribution as ``rng.choice(p=...)`` at a fifth of its cost, which re-validates
-    ``p`` on every call (a population plans once per learner and iteration: hundreds of calls).
+    search. The same picks as ``rng.choice(p=...)`` at half its cost (it re-validates
+    ``p`` on every call), and a population draws once per learner and iteration: hundreds of calls.
     The search runs over all but the last bound, so a uniform that rounds up to the total still
     lands on the last candidate."""
     cdf = np.cumsum(weights)
