@@ -15,6 +15,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -308,12 +309,11 @@ def _match_plans(
     seeds: list[int], ids: list[str],
 ) -> list[MatchPlan]:  # fmt: skip
     """Matches for (first seat, second seat) pairs, each in a game drawn by its weight."""
-    if len(games) == 1:  # no draw to make: the common case, and the generator is not used after this
-        (game,) = games
-        first, second = seats[game]
-        return [MatchPlan(game, seed, {first: a, second: b}, i) for (a, b), seed, i in zip(ordered, seeds, ids)]
     names, weights = list(games), np.array(list(games.values()), dtype=float)
-    drawn = rng.choice(len(names), size=len(ordered), p=weights / weights.sum())
+    if len(names) == 1:  # nothing to draw: the common case, and the generator is not used after this
+        drawn = repeat(0)
+    else:
+        drawn = rng.choice(len(names), size=len(ordered), p=weights / weights.sum()).tolist()
     out = []
     for (a, b), g, seed, match_id in zip(ordered, drawn, seeds, ids):
         first, second = seats[names[g]]
