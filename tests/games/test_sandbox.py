@@ -6,19 +6,25 @@ default) and without it, so that bubblewrap alone is shown to contain each attac
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from games.sandbox import Limits, Sandbox, available_backends
+import games
+import games.sandbox as sandbox_module
+from games.sandbox import FALLBACK_WARNING, Limits, Sandbox, SandboxUnavailable, available_backends
 
 # Short limits keep the slow cases (loops, sleeps, bombs) to a second or two each.
 LIMITS = Limits(cpu_seconds=1, wall_seconds=3, processes=8, output_bytes=4096)
@@ -112,12 +118,67 @@ def test_limits_and_backend_are_checked():
         Sandbox(backend="rlimit").run("pass", hash_seed=-1)
 
 
-def test_auto_picks_bwrap_when_bubblewrap_works():
+def test_auto_is_bwrap_where_bubblewrap_works():
     bwrap = shutil.which("bwrap")
     # Independent of the module's probe: can bubblewrap start a process here at all?
     works = bwrap is not None and subprocess.run([bwrap, "--ro-bind", "/", "/", "true"], check=False).returncode == 0
     assert ("bwrap" in available_backends()) == works
-    assert Sandbox().backend == ("bwrap" if works else "rlimit")
+    if works:
+        assert Sandbox().backend == Sandbox(backend="auto").backend == "bwrap"
+
+
+@pytest.fixture
+def fresh_probe():
+    """The bubblewrap probe runs again under this test's PATH, and again afterwards under the real one."""
+    sandbox_module._bwrap_problem.cache_clear()
+    yield
+    sandbox_module._bwrap_problem.cache_clear()
+
+
+def fake_bwrap(directory: Path) -> None:
+    """A bwrap that fails the way it does where unprivileged user namespaces are forbidden."""
+    script = directory / "bwrap"
+    script.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    script.chmod(0o755)
+
+
+@pytest.mark.parametrize("bwrap", ["missing", "broken"])
+def test_without_working_bubblewrap_there_is_no_silent_fallback(bwrap, tmp_path, monkeypatch, fresh_probe):
+    if bwrap == "broken":
+        fake_bwrap(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin" if bwrap == "broken" else str(tmp_path))
+    for backend in ("auto", "bwrap"):
+        with pytest.raises(SandboxUnavailable) as raised:
+            Sandbox(backend=backend)
+        message = str(raised.value)
+        # One sentence: what is missing, how to install it, how to opt into the fallback.
+        assert message.count(". ") == 0 and message.endswith(".") and "\n" not in message, message
+        assert "`make system-deps`" in message and "bubblewrap" in message and 'backend="rlimit"' in message
+        expected = "No permissions to create new namespace" if bwrap == "broken" else "bwrap is not on PATH"
+        assert expected in message, message
+    assert Sandbox(backend="rlimit").run("print(1)").stdout == "1\n"  # the explicit opt-in still runs
+
+
+def test_the_rlimit_fallback_warns_once_per_process_saying_what_it_does_not_contain():
+    # A fresh interpreter, with every warning shown each time it is raised: the module itself must
+    # keep it to one, over several runs, run_many's threads and two Sandbox objects.
+    script = (
+        "from games.sandbox import Sandbox\n"
+        "a, b = Sandbox(backend='rlimit'), Sandbox(backend='rlimit')\n"
+        "print('constructed', flush=True)\n"
+        "assert a.run('print(1)').ok and b.run('print(2)').ok\n"
+        "assert all(r.ok for r in a.run_many(['pass'] * 4, workers=4))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", script], capture_output=True, text=True, check=False,
+        cwd=Path(__file__).parents[2], timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "constructed\n"  # warned at run time, not before
+    assert done.stderr.count("SandboxFallbackWarning") == 1 and FALLBACK_WARNING in done.stderr, done.stderr
+    for gap in ("not a security boundary", "audit hook", "no filesystem, network or PID namespace", "os.mknod",
+                "outlives the run", "`make system-deps`"):  # fmt: skip
+        assert gap in FALLBACK_WARNING, gap
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,6 +306,18 @@ ESCAPES = {
     "subprocess": "import subprocess\nsubprocess.run(['touch', '{target}'])",
     "os.execv": "import os\nos.execv('/usr/bin/touch', ['touch', '{target}'])",
     "os.posix_spawn": "import os\nos.waitpid(os.posix_spawn('/usr/bin/touch', ['touch', '{target}'], {{}}), 0)",
+    # _posixsubprocess under another name: the name's last part is what picks its native code
+    "alias_posixsubprocess": "import importlib.util, os, sys\n"
+    "dynload = [p for p in sys.path if p.endswith('lib-dynload')][0]\n"
+    "so = [n for n in os.listdir(dynload) if n.startswith('_posixsubprocess')][0]\n"
+    "spec = importlib.util.spec_from_file_location('x._posixsubprocess', dynload + '/' + so)\n"
+    "fork_exec = importlib.util.module_from_spec(spec).fork_exec\nr, w = os.pipe()\n"
+    "fork_exec([b'touch', b'{target}'], [b'/usr/bin/touch'], True, (), None, None, -1, -1, -1, -1, -1, -1, r, w,\n"
+    "          True, True, -1, None, None, None, -1, None, True)\nos.read(r, 100)\nimport time\ntime.sleep(0.5)",
+    # audit hooks are per interpreter: a subinterpreter would run without ours
+    "subinterpreter": "import _xxsubinterpreters as interpreters\n"
+    "interpreters.run_string(interpreters.create(), \"import os; os.system('touch {target}')\")",
+    "testcapi_subinterpreter": "import _testcapi\n_testcapi.run_in_subinterp(\"import os; os.system('touch {target}')\")",
 }
 
 
@@ -256,6 +329,27 @@ def test_no_command_runs_outside(sandbox, tmp_path, trick):
         assert not target.exists(), (trick, target, result)
         if sandbox.audit_hook:
             assert result.status == "error" and "PermissionError: sandbox:" in result.reason, result
+
+
+def test_native_code_loads_only_from_the_standard_library(sandbox):
+    """A program may write an extension module into its work dir (here: a copy of the stdlib's
+    _json); loading it would run native code the audit hook never sees."""
+    code = (
+        "import importlib.util, os, sys\n"
+        "dynload = [p for p in sys.path if p.endswith('lib-dynload')][0]\n"
+        "so = [n for n in os.listdir(dynload) if n.startswith('_json.')][0]\n"
+        "os.mkdir('mine')\nopen('mine/' + so, 'wb').write(open(dynload + '/' + so, 'rb').read())\n"
+        "spec = importlib.util.spec_from_file_location('mine._json', 'mine/' + so)\n"
+        "print(importlib.util.module_from_spec(spec))"
+    )
+    roomy = Sandbox(replace(LIMITS, output_bytes=8 * 2**20), backend=sandbox.backend, audit_hook=sandbox.audit_hook)
+    result = roomy.run(code)  # room for the copy: RLIMIT_FSIZE caps every file the program writes
+    if not any(name.startswith("_json.") for name in os.listdir(os.path.join(_STDLIB, "lib-dynload"))):
+        pytest.skip("_json is built into this interpreter")
+    if sandbox.audit_hook:
+        refused(result, "importing mine._json")
+    else:
+        assert result.ok and "mine._json" in result.stdout, result  # bubblewrap does not stop it, nor need to
 
 
 def test_environment_is_scrubbed(sandbox, monkeypatch):
@@ -293,3 +387,233 @@ def test_audit_hook_resists_tampering(sandbox):
     for code in tricks:
         result = sandbox.run(code)
         assert result.status == "error" and "root:" not in result.stdout, (code, result)
+
+
+# ---------------------------------------------------------------------------------------------
+# fd-relative paths: the audit hook judged a relative path from the cwd, while dir_fd= made the
+# kernel resolve it from another directory. Each trick keeps an fd, then reaches outside with it.
+
+
+@pytest.fixture
+def outside():
+    """A world-readable secret beside the work dirs (in /tmp, where the run's uid may read it) and
+    a name there that no run may create; both removed afterwards."""
+    secret = Path(tempfile.gettempdir()) / f"coevo-secret-{uuid.uuid4().hex}"
+    secret.write_text("the secret is 5678\n")
+    secret.chmod(0o644)
+    target = Path(tempfile.gettempdir()) / f"coevo-pwned-{uuid.uuid4().hex}"
+    yield secret, target
+    for path in (secret, target):
+        if path.is_dir():
+            path.rmdir()
+        else:
+            path.unlink(missing_ok=True)
+
+
+_STDLIB = os.path.dirname(os.__file__)
+# From a cwd this deep in the work dir, "../" * depth of the stdlib still lands inside the work dir.
+_DEEP = "/".join("d" * (_STDLIB.count("/") + 2))
+_UP = "../" * _STDLIB.count("/")
+# The stdlib as the program reaches it: through the prelude's fd where its uid cannot by path.
+_LIB = "import string\nlib = os.open(os.path.dirname(string.__file__), os.O_RDONLY)"
+FD_TRICKS = {
+    "open_read": "os.chdir('sub')\nprint(os.read(os.open('../{secret}', os.O_RDONLY, dir_fd=work), 100))",
+    "open_create": "os.chdir('sub')\nos.close(os.open('../{target}', os.O_WRONLY | os.O_CREAT, dir_fd=work))",
+    "rename_dst_dir_fd": "os.chdir('sub')\nopen('x', 'w').close()\nos.rename('x', '../{target}', dst_dir_fd=work)",
+    "mkdir_dir_fd": "os.chdir('sub')\nos.mkdir('../{target}', dir_fd=work)",
+    "link_src_dir_fd": "os.chdir('sub')\nos.link('../{secret}', 'copy', src_dir_fd=work)\nprint(open('copy').read())",
+    "symlink_in_fd_dir": "os.symlink('/tmp', 'sub/l')\nsub = os.open('sub', os.O_RDONLY)\n"
+    "print(os.read(os.open('l/{secret}', os.O_RDONLY, dir_fd=sub), 100))",
+    "fd_on_stdlib_then_up": f"os.makedirs({_DEEP!r})\nos.chdir({_DEEP!r})\n{_LIB}\n"
+    f"print(os.read(os.open({_UP!r} + 'tmp/{{secret}}', os.O_RDONLY, dir_fd=lib), 100))",
+    "listdir_fd": f"os.makedirs({_DEEP!r})\nos.chdir({_DEEP!r})\n{_LIB}\n"
+    f"print(os.listdir(os.open({_UP!r} + 'tmp', os.O_RDONLY, dir_fd=lib)))",
+    "scandir_fd": "tmp = os.open('/tmp', os.O_RDONLY)\nprint([e.name for e in os.scandir(tmp)])",
+    "o_path_fd": "tmp = os.open('/tmp', os.O_PATH)\nprint(os.read(os.open('{secret}', os.O_RDONLY, dir_fd=tmp), 100))",
+    "fwalk": f"os.makedirs({_DEEP!r})\nos.chdir({_DEEP!r})\n{_LIB}\n"
+    f"print([files for _, _, files, _ in os.fwalk({_UP!r} + 'tmp', dir_fd=lib)])",
+    "fchdir": "tmp = os.open('/tmp', os.O_RDONLY)\nos.fchdir(tmp)\nprint(open('{secret}').read())",
+    "fchdir_stdlib_fd": f"{_LIB}\nos.fchdir(lib)\nprint(open({_UP!r} + 'tmp/{{secret}}').read())",
+}
+
+
+@pytest.mark.parametrize("trick", FD_TRICKS)
+def test_fd_relative_paths_cannot_leave_the_work_dir(sandbox, outside, trick):
+    secret, target = outside
+    code = "import os\nwork = os.open('.', os.O_RDONLY)\nos.mkdir('sub')\n"
+    code += FD_TRICKS[trick].format(secret=secret.name, target=target.name)
+    result = sandbox.run(code)
+    assert "the secret is 5678" not in result.stdout + result.stderr, (trick, result)
+    assert secret.name not in result.stdout, (trick, result)  # not even listed
+    assert not target.exists(), (trick, result)
+    if sandbox.audit_hook:
+        refused(result, "")
+
+
+def test_the_preludes_own_stdlib_fd_is_no_dir_fd_for_the_program(sandbox):
+    """As root, where the run's uid cannot reach the stdlib (pyenv under /root), the prelude keeps
+    an fd on it; used as a dir_fd it must reach nothing the hook would refuse by path."""
+    readme = Path(_STDLIB) / "site-packages" / "README.txt"  # outside what the hook lets a program read
+    if not readme.is_file():
+        pytest.skip(f"no {readme} to try to read")
+    line = readme.read_text().splitlines()[0]
+    relative = [os.path.relpath(readme, base) for base in (_STDLIB, sys.base_prefix, os.path.dirname(sys.base_prefix))]
+    code = (
+        "import os, stat\n"
+        "dirs = [fd for fd in range(64) if os.path.exists(f'/proc/self/fd/{fd}') and stat.S_ISDIR(os.fstat(fd).st_mode)]\n"
+        "print('dir fds', dirs, flush=True)\n"
+        "for fd in dirs:\n"
+        f"    for path in {relative!r} + ['.', 'site-packages']:\n"
+        "        try:\n"
+        "            got = os.open(path, os.O_RDONLY, dir_fd=fd)\n"
+        "        except OSError as e:\n"
+        "            print(fd, type(e).__name__, 'sandbox:' in str(e))\n"
+        "            continue\n"
+        "        print(fd, path, os.read(got, 200) if not stat.S_ISDIR(os.fstat(got).st_mode) else os.listdir(got))\n"
+        "    try:\n"
+        "        os.fchdir(fd)\n"
+        "        print(open('site-packages/README.txt').read())\n"
+        "    except OSError as e:\n"
+        "        print(fd, 'fchdir', type(e).__name__, 'sandbox:' in str(e))\n"
+    )
+    result = sandbox.run(code)
+    assert line not in result.stdout + result.stderr, result.stdout
+    assert "README.txt" not in result.stdout, result.stdout  # site-packages never listed
+    if sandbox.audit_hook and sandbox.backend == "rlimit" and os.geteuid() == 0 and not _reachable_by_others(_STDLIB):
+        assert result.stdout.startswith("dir fds [") and "dir fds []" not in result.stdout  # the case this is about
+        assert "PermissionError True" in result.stdout  # refused by the hook, not by the kernel
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether a user other than the owner may enter every directory down to ``path``."""
+    parts = Path(path).resolve().parts
+    return all(os.stat(os.path.join(*parts[: i + 1])).st_mode & 0o001 for i in range(len(parts)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Any text is a valid program or stdin: the host never raises on it
+
+
+# Hypothesis leaves out lone surrogates (category Cs) unless asked; a model's str may hold them.
+any_text = st.lists(st.one_of(st.characters(), st.characters(categories=["Cs"])), max_size=40).map("".join)
+STATUSES = {"ok", "error", "timeout", "memory", "output_limit", "killed"}  # all but "sandbox_error"
+
+
+@settings(max_examples=12)
+@given(code=any_text, stdin=any_text)
+def test_any_text_as_code_and_stdin_comes_back_as_a_result(code, stdin):
+    for backend in available_backends():
+        result = Sandbox(LIMITS, backend=backend).run(code, stdin=stdin)
+        assert result.status in STATUSES, result
+        if any("\ud800" <= c <= "\udfff" for c in code):  # Python source cannot hold one: the program fails
+            assert result.status == "error" and "surrogates not allowed" in result.reason, result
+
+
+@settings(max_examples=12)
+@given(stdin=any_text)
+def test_stdin_reaches_the_program_byte_for_byte(stdin):
+    # surrogatepass: a lone surrogate arrives as its three UTF-8-style bytes, not replaced or dropped
+    echo = "import sys\nsys.stdout.write(sys.stdin.buffer.read().hex())"
+    for backend in available_backends():
+        result = Sandbox(LIMITS, backend=backend).run(echo, stdin=stdin)
+        assert result.ok and result.stdout == stdin.encode("utf-8", "surrogatepass").hex(), result
+
+
+def test_a_lone_surrogate_is_the_programs_failure_not_ours(sandbox):
+    result = sandbox.run("s = '\ud800'\nprint(len(s))", stdin="\udfff")
+    assert result.status == "error" and "surrogates not allowed" in result.reason, result
+    # stdin's bytes as they came: Python reads undecodable ones as surrogateescapes (C.UTF-8 locale)
+    result = sandbox.run("import sys\nprint(ascii(sys.stdin.read()))", stdin="x\ud800")
+    assert result.stdout == "'x\\udced\\udca0\\udc80'\n", result
+
+
+# ---------------------------------------------------------------------------------------------
+# A failure of the sandbox itself is a result, never an exception
+
+
+@pytest.fixture
+def temp_dir(monkeypatch, tmp_path_factory) -> Path:
+    """A temp dir of this test's own for the sandbox's files, so that "no work dir left" is exact."""
+    tmp_path_factory.getbasetemp()  # pytest's own temp dirs stay where they are
+    path = Path(tempfile.mkdtemp(prefix="coevo-test-"))
+    path.chmod(0o755)  # as root, each run's own uid must reach its work dir
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    yield path
+    monkeypatch.undo()  # a test's patched Popen would stop rm
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=True)
+
+
+def work_dirs(temp_dir: Path) -> list[Path]:
+    return sorted(temp_dir.glob("coevo-sandbox-*"))
+
+
+def failing(error: OSError, after=None):
+    """A stand-in that raises ``error``, after calling ``after`` (the real function) if given."""
+
+    def fail(*args, **kwargs):
+        if after is not None:
+            after(*args, **kwargs)
+        raise error
+
+    return fail
+
+
+MACHINERY_FAILURES = {  # (what to patch, the error, the original to call first or None)
+    "mkdtemp": (tempfile, "mkdtemp", OSError(errno.ENOSPC, "No space left on device"), None),
+    "popen_emfile": (subprocess, "Popen", OSError(errno.EMFILE, "Too many open files"), None),
+    "popen_eagain": (subprocess, "Popen", BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable"), None),
+    "pidfd_open": (os, "pidfd_open", OSError(errno.EMFILE, "Too many open files"), None),
+    "wait4": (os, "wait4", ChildProcessError(errno.ECHILD, "No child processes"), os.wait4),
+    "read_output": (sandbox_module, "_read_head", OSError(errno.EIO, "Input/output error"), None),
+    "cleanup": (sandbox_module, "_remove_tree", OSError(errno.EBUSY, "Device or resource busy"), sandbox_module._remove_tree),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("failure", MACHINERY_FAILURES)
+def test_a_failure_of_the_sandbox_is_a_result_not_an_exception(sandbox, temp_dir, monkeypatch, failure):
+    owner, name, error, original = MACHINERY_FAILURES[failure]
+    monkeypatch.setattr(owner, name, failing(error, original))
+    results = [sandbox.run("print('hello')"), *sandbox.run_many(["print(1)", "print(2)"], workers=2)]
+    monkeypatch.undo()
+    for result in results:
+        assert (result.status, result.ok, result.exit_code) == ("sandbox_error", False, None), result
+        assert result.reason.startswith("sandbox error: ") and error.strerror in result.reason, result.reason
+        assert "\n" not in result.reason and result.backend == sandbox.backend
+    assert work_dirs(temp_dir) == []
+    assert sandbox.run("print('still here')").stdout == "still here\n"
+
+
+def test_only_a_bad_hash_seed_raises():
+    with pytest.raises(ValueError, match="hash_seed"):
+        Sandbox(backend="rlimit").run_many(["pass"], hash_seed=2**32)
+
+
+FORGE_SUBMISSION = "<task>What does this print?</task><program>print(1)</program>"
+EAGAIN = BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+
+def test_task_forge_records_a_sandbox_failure_as_an_invalid_task(monkeypatch):
+    env = games.make("task_forge", attempts=1)
+    env.reset(seed=0)
+    monkeypatch.setattr(subprocess, "Popen", failing(EAGAIN))
+    env.step(FORGE_SUBMISSION)
+    outcome = env.outcome()
+    assert outcome == env.unwrapped.rules.outcome()
+    assert not outcome["valid_task"] and outcome["attempts"] == []
+    assert outcome["invalid_reason"].startswith("the program failed: sandbox error: ")
+    assert "Resource temporarily unavailable" in outcome["invalid_reason"]
+
+
+def test_with_seed_tasks_a_sandbox_failure_goes_on_and_a_tool_call_shows_it(monkeypatch):
+    env = games.make("task_forge", attempts=1, tool_calls=1, seed_tasks=True)
+    env.reset(seed=0)
+    monkeypatch.setattr(subprocess, "Popen", failing(EAGAIN))
+    env.step(FORGE_SUBMISSION)
+    outcome = env.outcome()
+    assert outcome["seeded"] and "sandbox error" in outcome["invalid_reason"] and env.turn_tag() == "attempt:0"
+    env.step("```python\nprint(6 * 7)\n```")  # the executor's tool call hits the same failure
+    prompt = env.observe("executor")["prompt"]
+    assert "[sandbox error: BlockingIOError: [Errno 11] Resource temporarily unavailable]" in prompt, prompt
+    assert env.turn_tag() == "attempt:0" and "Python runs left: 0" in prompt  # the attempt goes on
+    env.step("\\boxed{42}")
+    assert env.turn_tag() == "judge:0" and env.outcome()["attempts"][0]["answer"] == "42"
