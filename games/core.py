@@ -8,9 +8,9 @@ A game is two parts, as in PettingZoo's own classic games (``board.py`` beside `
   ``{"prompt": text, "action_mask": int8[K]}`` with ``Discrete(K)`` actions over the game's
   canonical move list, or ``{"prompt": text}`` with free-text actions for games whose moves are
   unbounded (negotiation offers). It adds the turn cap (truncation is a draw), the cost of an
-  illegal move, and ``render()`` as text.
+  illegal move, and rendering as text (``render_mode="ansi"`` returns it, ``"human"`` prints it).
 
-The observation layout is what ``pettingzoo.test.api_test`` accepts (research/population.md
+The observation layout is what ``pettingzoo.test.api_test`` accepts (docs/research/population.md
 §1.10): the text key is ``"prompt"``, never ``"observation"``, and a text action space is never
 paired with a mask.
 """
@@ -173,16 +173,48 @@ class Rules(ABC):
 class TurnTakingEnv(AECEnv):
     """AEC bookkeeping for games where one seat moves at a time and the match ends for all at once.
 
-    Subclasses set ``possible_agents`` and ``max_turns``, call :meth:`_start` from ``reset`` and
-    :meth:`_end_turn` at the end of every live ``step``.
+    Subclasses call ``super().__init__(render_mode)``, set ``possible_agents`` and ``max_turns``,
+    call :meth:`_seed` and :meth:`_start` from ``reset`` and :meth:`_end_turn` at the end of every
+    live ``step``, and say what the state reads as (:meth:`_render_text`).
+
+    Not parallelizable: a seat sees the moves made before its own in the same round, which a
+    parallel step (every agent choosing at once) cannot show.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "is_parallelizable": False}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "is_parallelizable": False}
     max_turns: int
 
+    def __init__(self, render_mode: str | None = None):
+        super().__init__()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.render_mode = render_mode
+        self.np_random: np.random.Generator | None = None  # made by the first reset (see _seed)
+
     def _seed(self, seed: int | None) -> None:
+        """Seed the match's randomness: from ``seed`` when given, from fresh entropy at a first
+        reset without one (gymnasium's rule); a later unseeded reset goes on with the same stream."""
         if seed is not None or self.np_random is None:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
+
+    def _render_text(self) -> str:
+        """The full state as text, hidden information included, for a human following a match."""
+        raise NotImplementedError
+
+    def render(self) -> str | None:
+        """``"ansi"``: the state as text; ``"human"``: the same, printed (it is also printed after
+        every reset and move, as gymnasium's human mode renders continuously); None: nothing."""
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() was called without a render_mode; make the env with render_mode='ansi' or 'human'.")
+            return None
+        text = self._render_text()
+        if self.render_mode == "ansi":
+            return text
+        print(text)
+        return None
+
+    def close(self) -> None:
+        """Nothing to release: rendering is text."""
 
     def _start(self, first: str) -> None:
         self.agents = list(self.possible_agents)
@@ -193,6 +225,8 @@ class TurnTakingEnv(AECEnv):
         self.infos = {a: {} for a in self.agents}
         self.num_turns = 0
         self.agent_selection = first
+        if self.render_mode == "human":
+            self.render()
 
     def _is_over(self) -> bool:
         return any(self.terminations.values()) or any(self.truncations.values())
@@ -219,6 +253,8 @@ class TurnTakingEnv(AECEnv):
         else:
             self.agent_selection = next_agent
         self._accumulate_rewards()
+        if self.render_mode == "human":
+            self.render()
 
 
 class TextGameEnv(TurnTakingEnv):
@@ -230,6 +266,8 @@ class TextGameEnv(TurnTakingEnv):
         illegal_reward: what a seat earns for an illegal action (a masked-out index, or free text
             that does not parse). The match ends; in zero-sum games the others share the opposite,
             so returns still sum to zero. PettingZoo's classic games use -1.
+        render_mode: ``"ansi"`` (``render()`` returns the full state as text), ``"human"`` (prints
+            it, also after every reset and move) or None.
         **options: passed to ``rules_cls`` (e.g. ``rounds=3`` for Kuhn poker).
     """
 
@@ -242,20 +280,17 @@ class TextGameEnv(TurnTakingEnv):
         render_mode: str | None = None,
         **options: Any,
     ):
-        super().__init__()
+        super().__init__(render_mode)
         # Built now so that bad options fail here, not at the first reset.
         self.rules = rules_cls(np.random.default_rng(0), **options)
         info = self.rules.info
         if max_turns is not None and max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be 'ansi' or None, got {render_mode!r}")
         self.rules_cls = rules_cls
         self.options = options
         self.info = info
         self.max_turns = max_turns or info.max_turns
         self.illegal_reward = illegal_reward
-        self.render_mode = render_mode
         self.metadata = {**TurnTakingEnv.metadata, "name": f"{info.name}_v{info.version}"}
         self.possible_agents = list(info.seats)
         self._seat_of = {agent: i for i, agent in enumerate(self.possible_agents)}
@@ -365,7 +400,7 @@ class TextGameEnv(TurnTakingEnv):
         others = -self.illegal_reward / (n - 1) if self.info.zero_sum else 0.0
         return [self.illegal_reward if s == seat else others for s in range(n)]
 
-    def render(self) -> str:
+    def _render_text(self) -> str:
         return self.rules.render()
 
     def outcome(self) -> dict | None:
@@ -375,6 +410,3 @@ class TextGameEnv(TurnTakingEnv):
     def turn_tag(self) -> str:
         """The step of the game the coming move is (see :meth:`Rules.turn_tag`)."""
         return self.rules.turn_tag()
-
-    def close(self) -> None:
-        pass

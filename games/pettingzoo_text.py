@@ -128,14 +128,14 @@ class PettingZooTextEnv(BaseWrapper):
         return self.renderer.rules_text
 
     def _mask(self, agent: str, raw: Any) -> np.ndarray:
+        if agent != self.env.agent_selection or agent not in self.env.agents:
+            # Only the agent to move has moves; PettingZoo's rlcard envs (Leduc) hand every agent the mover's mask.
+            return np.zeros(len(self.move_names), np.int8)
         if isinstance(raw, dict) and "action_mask" in raw:
             return np.asarray(raw["action_mask"], np.int8)
         if "action_mask" in self.env.infos.get(agent, {}):
             return np.asarray(self.env.infos[agent]["action_mask"], np.int8)
-        mask = np.zeros(len(self.move_names), np.int8)  # no mask: every move is legal on one's turn
-        if agent == self.env.agent_selection and agent in self.env.agents:
-            mask[:] = 1
-        return mask
+        return np.ones(len(self.move_names), np.int8)  # no mask: every move is legal on one's turn
 
     def legal_moves(self, agent: str) -> list[str]:
         if agent not in self.env.agents or self.env.terminations[agent] or self.env.truncations[agent]:
