@@ -35,7 +35,7 @@ def rae(samples: Sequence[Sample], baselines: dict[Key, float], ema_decay: float
 
     Updates ``baselines`` in place (start at 0). No whitening.
     Deviation: Algorithm 1 updates b before computing A; SPIRAL's code (and this) subtracts the
-    pre-update baseline, which keeps A unbiased (research/spiral.md §1.2).
+    pre-update baseline, which keeps A unbiased (docs/research/spiral.md §1.2).
     """
     before = {key: baselines.get(key, 0.0) for key in {s.key for s in samples}}
     advantages = np.array([s.ret - before[s.key] for s in samples], dtype=np.float64)

@@ -1,6 +1,6 @@
 """Role-specific credit: Agent0's task filter and ADPO, MALT's tree values, and kickstarting.
 
-- **Task filter** (Agent0, research/roles.md §1.3): train the executor only on tasks whose
+- **Task filter** (Agent0, docs/research/roles.md §1.3): train the executor only on tasks whose
   self-consistency p̂ lies in [0.3, 0.8]: hard enough to teach, easy enough that the majority
   pseudo-label is likely right.
 - **ADPO** (Agent0, §1.4, ``verl_tool/trainer/ppo/core_algos.py``): GRPO advantages scaled down on

@@ -1,4 +1,4 @@
-"""The policy loss: critic-free PPO-clip on completion tokens, as SPIRAL trains (research/spiral.md §2.4).
+"""The policy loss: critic-free PPO-clip on completion tokens, as SPIRAL trains (docs/research/spiral.md §2.4).
 
 Per token t of a completion with advantage A (the same for every token of the turn):
 
@@ -11,7 +11,7 @@ summed over tokens and divided by a constant (``token_normalizer``, SPIRAL: the 
 rather than by each completion's length, which would bias towards short answers (Dr. GRPO), then
 averaged over samples.
 
-ADPO's dynamic upper clip (Agent0, research/roles.md §1.4; ``marl.credit.adpo_clip_high``) gives
+ADPO's dynamic upper clip (Agent0, docs/research/roles.md §1.4; ``marl.credit.adpo_clip_high``) gives
 each sample its own ε_high (``clip_high``), widening the trust region upwards on ambiguous tasks;
 the lower bound stays 1 − ε.
 

@@ -4,7 +4,7 @@ A *meta-game* is the normal-form game whose pure strategies are whole policies (
 and whose payoffs are their measured mean returns against each other. PSRO-style training needs a
 *meta-solver* that turns that payoff table into a mixture; evaluation needs a ranking that cycles
 (rock beats scissors beats paper beats rock) and redundant copies cannot fool. This module holds
-the standard ones, written from the papers' equations (research/population.md §2.3, §2.6, §4.4-4.5).
+the standard ones, written from the papers' equations (docs/research/population.md §2.3, §2.6, §4.4-4.5).
 
 Nash by linear programming. In a two-player zero-sum matrix game the row player, who receives
 A[i, j] and maximises, can guarantee the value v = max_x min_j (xᵀA)_j. That maximin is a linear
@@ -148,7 +148,7 @@ def projected_replicator_dynamics(
     update; all of them when None, as OpenSpiel's PSRO default). ``payoffs[p]`` is player p's
     payoff tensor, indexed by every player's pure strategy.
     Symbols: M_p = ``payoffs[p]``, dt = ``dt``, γ = ``gamma``. Defaults: dt and γ are OpenSpiel's;
-    its PSRO runs 1e5 iterations, here 1e4 (research/population.md §2.2 measures 22 s for 1e5).
+    its PSRO runs 1e5 iterations, here 1e4 (docs/research/population.md §2.2 measures 22 s for 1e5).
     """
     payoffs = [np.asarray(m, dtype=np.float64) for m in payoffs]
     shape = payoffs[0].shape

@@ -2,7 +2,7 @@
 
 A seat's reward is the sum of named components, so every term can be logged and ablated
 (``forge_rewards`` returns seat -> {component: value}). The terms and where they come from
-(research/roles.md):
+(docs/research/roles.md):
 
 | seat     | component      | value                                                                  | source             |
 |----------|----------------|------------------------------------------------------------------------|--------------------|
@@ -55,7 +55,7 @@ SEATS = ("proposer", "executor", "verifier", "teacher")
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Weights of every reward component; defaults from research/roles.md."""
+    """Weights of every reward component; defaults from docs/research/roles.md."""
 
     executor_correct: float = 1.0
     """weight of the executor's share of correct final answers (Agent0's torl: +1 per correct answer)"""
@@ -133,7 +133,7 @@ def bleu_distances(texts: Sequence[str]) -> np.ndarray:
 
 
 def repetition_penalties(texts: Sequence[str], threshold: float = 0.5) -> list[float]:
-    """Agent0's R_rep (research/roles.md §1.2, curriculum_reward.py ``cluster_share_per_problem``):
+    """Agent0's R_rep (docs/research/roles.md §1.2, curriculum_reward.py ``cluster_share_per_problem``):
 
     1. distance = 1 − sentence BLEU between every pair of texts (symmetric here);
     2. agglomerative clustering, average linkage, merging while the distance is below ``threshold``;

@@ -27,7 +27,7 @@ from populations.metagame import (
 pytestmark = pytest.mark.filterwarnings("error")
 
 RPS = np.array([[0, -1, 1], [1, 0, -1], [-1, 1, 0]], dtype=float)  # rock, paper, scissors
-BIASED_RPS = np.array([[0, -1, 2], [1, 0, -1], [-2, 1, 0]], dtype=float)  # research/population.md §2.3
+BIASED_RPS = np.array([[0, -1, 2], [1, 0, -1], [-2, 1, 0]], dtype=float)  # docs/research/population.md §2.3
 TRANSITIVE = np.array([[0, 1, 1], [-1, 0, 1], [-1, -1, 0]], dtype=float)  # 0 beats all, 1 beats 2
 UNIFORM = np.full(3, 1 / 3)
 
@@ -59,7 +59,7 @@ def test_lp_nash_of_rps_is_uniform_with_value_zero():
 
 
 def test_lp_nash_of_biased_rps():
-    # B p = 0 with Σp = 1: −p2 + 2·p3 = 0 and p1 − p3 = 0, so p = (1/4, 1/2, 1/4) (research/population.md §2.3).
+    # B p = 0 with Σp = 1: −p2 + 2·p3 = 0 and p1 − p3 = 0, so p = (1/4, 1/2, 1/4) (docs/research/population.md §2.3).
     row, column, value = lp_nash(BIASED_RPS)
     np.testing.assert_allclose(row, [0.25, 0.5, 0.25], atol=1e-6)
     np.testing.assert_allclose(column, [0.25, 0.5, 0.25], atol=1e-6)
@@ -107,7 +107,7 @@ def test_prd_stays_at_the_uniform_equilibrium_of_rps():
 
 
 def test_prd_trajectory_average_approaches_the_biased_rps_nash():
-    # OpenSpiel's 1e5 iterations give (0.258, 0.497, 0.245) (research/population.md §2.3).
+    # OpenSpiel's 1e5 iterations give (0.258, 0.497, 0.245) (docs/research/population.md §2.3).
     np.testing.assert_allclose(symmetric_prd(BIASED_RPS), [0.25, 0.5, 0.25], atol=0.015)
 
 
@@ -239,7 +239,7 @@ def test_nash_averaging_of_rps():
 
 
 def test_nash_averaging_ignores_a_copy_of_rock():
-    # research/population.md §2.6: the copies split rock's third; skills stay 0.
+    # docs/research/population.md §2.6: the copies split rock's third; skills stay 0.
     with_copy = RPS[[0, 0, 1, 2]][:, [0, 0, 1, 2]]
     p, skills = nash_averaging(with_copy)
     np.testing.assert_allclose(p, [1 / 6, 1 / 6, 1 / 3, 1 / 3], atol=1e-6)

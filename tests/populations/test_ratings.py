@@ -76,7 +76,7 @@ OPENSPIEL_WINS = np.array([[0, 7, 9], [3, 0, 6], [1, 4, 0]])
 
 def test_bradley_terry_matches_openspiel_golden():
     # OpenSpiel elo.compute_ratings_from_matrices on this table gives [299.2, 108.0, 0.0]
-    # (research/population.md §2.6, verified); our smoothing reading reproduces it.
+    # (docs/research/population.md §2.6, verified); our smoothing reading reproduces it.
     np.testing.assert_allclose(bradley_terry(OPENSPIEL_WINS), [299.2, 108.0, 0.0], atol=0.05)
 
 
@@ -126,7 +126,7 @@ def test_bradley_terry_rejects_a_non_square_table():
 
 
 def test_openskill_one_win_golden():
-    # research/population.md §4.3 (verified with openskill 6.2.0 defaults)
+    # docs/research/population.md §4.3 (verified with openskill 6.2.0 defaults)
     skill = OpenSkill()
     skill.add("a")
     skill.add("b")

@@ -76,7 +76,7 @@ def test_uncertainty_forms(p_hat, linear, minimum):
 
 @given(st.floats(0, 1))
 def test_agent0_code_form_is_half_the_paper_form(p_hat):
-    # research/roles.md §1.2: min(p, 1 − p) = ½·(1 − 2|p − ½|)
+    # docs/research/roles.md §1.2: min(p, 1 − p) = ½·(1 − 2|p − ½|)
     assert uncertainty_reward(p_hat, "min") == pytest.approx(uncertainty_reward(p_hat, "linear") / 2)
 
 
