@@ -22,7 +22,7 @@ import string
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar
 
@@ -32,7 +32,7 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
 PROMPT_MAX_CHARS = 2**16  # the transcript window; Shimmy's text observations use the same bound
-ACTION_MAX_CHARS = 4096  # a free-text move; longer model output is cut by the role, not here
+ACTION_MAX_CHARS = 2**14  # a free-text move; the rollout engine cuts longer model output before parsing
 
 LEGAL_MOVES = "Your legal moves:"  # opens the last line of every observation that offers moves
 
@@ -54,7 +54,7 @@ class FreeText(gymnasium.spaces.Text):
     """A text space that contains any string up to ``max_length`` characters.
 
     gymnasium's ``Text`` rejects every character outside its charset, and model output is full of
-    curly quotes and emoji (research/population.md §1.10). Sampling still draws printable ASCII.
+    curly quotes and emoji (docs/research/population.md §1.10). Sampling still draws printable ASCII.
     """
 
     def __init__(self, max_length: int):
@@ -66,10 +66,15 @@ class FreeText(gymnasium.spaces.Text):
 
 @dataclass(frozen=True)
 class Parsed:
-    """A move read from free text: the canonical move, or None and the reason it is invalid."""
+    """A move read from free text: the canonical move, or None and the reason it is invalid.
+
+    ``named`` says whether the text named a move of the game at all (legal now or not), so that a
+    role can tell output that is no move from a move that is not legal now.
+    """
 
     move: str | None
     reason: str = ""
+    named: bool = field(default=True, repr=False)
 
     @property
     def valid(self) -> bool:
@@ -83,17 +88,36 @@ def _vocabulary(moves: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)")
 
 
+_BOX_TOKENS = re.compile(r"\\boxed\s*\{|[{}]")
+
+
 def boxed_contents(text: str) -> list[str]:
-    """Contents of every ``\\boxed{…}``, braces balanced (``\\boxed{\\text{bet}}`` gives ``\\text{bet}``)."""
-    found = []
-    for start in (m.end() for m in re.finditer(r"\\boxed\s*\{", text)):
-        depth, i = 1, start
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            found.append(text[start : i - 1])
-    return found
+    """Contents of every ``\\boxed{…}``, braces balanced (``\\boxed{\\text{bet}}`` gives ``\\text{bet}``),
+    in the order the boxes open; an unclosed box gives nothing.
+
+    One pass over the braces, linear in the text: each open box remembers the depth it opened at
+    and closes when the depth falls back to it (rescanning from every ``\\boxed{`` was quadratic).
+    """
+    found, open_boxes, depth = [], [], 0  # open_boxes: (depth it opened at, where its content starts)
+    for token in _BOX_TOKENS.finditer(text):
+        if token.group() == "}":
+            depth -= 1
+            if open_boxes and open_boxes[-1][0] == depth:
+                found.append((open_boxes[-1][1], token.start()))
+                open_boxes.pop()
+            continue
+        if token.group() != "{":
+            open_boxes.append((depth, token.end()))
+        depth += 1
+    return [text[start:end] for start, end in sorted(found)]
+
+
+_TEXT_COMMAND = re.compile(r"\\text\s*\{([^{}]*)\}")
+
+
+def unboxed(content: str) -> str:
+    """A box's content as an answer: ``\\text{…}`` unwrapped, surrounding space removed."""
+    return _TEXT_COMMAND.sub(r"\1", content).strip()
 
 
 def normalize(text: str) -> str:
@@ -101,18 +125,42 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
-def match_move(text: str, legal: Sequence[str], moves: tuple[str, ...]) -> Parsed:
-    """Read a named move from free text: case-insensitive, whole words, the last one named wins.
+def bare(text: str) -> str:
+    """``text`` as a move is compared: folded (:func:`normalize`), whitespace collapsed, and
+    whatever is not a letter or digit trimmed from both ends (``" **Bet!** "`` gives ``"bet"``)."""
+    folded = " ".join(normalize(text).split())
+    start, end = 0, len(folded)
+    # Loops, not a regex: a pattern anchored at the end backtracks over every run of punctuation.
+    while start < end and not folded[start].isalnum():
+        start += 1
+    while end > start and not folded[end - 1].isalnum():
+        end -= 1
+    return folded[start:end]
 
-    ``moves`` is the game's whole vocabulary, so that naming a real but illegal move gets its own
-    reason instead of being skipped in favour of an earlier legal one.
+
+def preview(text: str, limit: int = 40) -> str:
+    """The start of ``text`` on one line, for a reason: never the whole of a long output."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "…")
+
+
+def match_move(text: str, legal: Sequence[str], moves: tuple[str, ...], lenient: bool = False) -> Parsed:
+    """Read a named move: the text must *be* one, after :func:`bare` (case, whitespace and the
+    punctuation around it do not matter), never merely mention one — "I will check, not bet"
+    is no move. ``lenient`` also reads a text that names exactly one move as a whole word, and
+    still refuses one that names two different moves.
+
+    ``moves`` is the game's whole vocabulary, so that a real but illegal move gets its own reason.
     """
-    found = None
-    for found in _vocabulary(moves).finditer(normalize(text)):
-        pass
-    if found is None:
-        return Parsed(None, f"no move named; expected one of: {', '.join(legal)}")
-    move = " ".join(found.group(0).split())
+    given = bare(text)
+    move = given if given in moves else None
+    if move is None and lenient:
+        named = {" ".join(m.group(0).split()) for m in _vocabulary(moves).finditer(normalize(text))}
+        if len(named) > 1:
+            return Parsed(None, f"names more than one move ({', '.join(sorted(named))}); legal moves: {', '.join(legal)}")
+        move = named.pop() if named else None
+    if move is None:
+        return Parsed(None, f"not a move; got {preview(text)}; legal moves: {', '.join(legal)}", named=False)
     if move not in legal:
         return Parsed(None, f"'{move}' is not legal now; legal moves: {', '.join(legal)}")
     return Parsed(move)
@@ -149,10 +197,10 @@ class Rules(ABC):
     def render(self) -> str:
         """The full state, hidden information included, for a human debugging a match."""
 
-    def parse(self, text: str) -> Parsed:
-        """Free text to a legal move; never raises."""
+    def parse(self, text: str, lenient: bool = False) -> Parsed:
+        """Text that is a move to that move, if legal; never raises (see :func:`match_move`)."""
         assert self.moves is not None, "free-text games override parse"
-        return match_move(text, self.legal_moves(), self.moves)
+        return match_move(text, self.legal_moves(), self.moves, lenient)
 
     def outcome(self) -> dict | None:
         """What happened in the match beyond the rewards, for reward shaping and analysis (games
@@ -162,6 +210,12 @@ class Rules(ABC):
     def turn_tag(self) -> str:
         """Which step of the game the coming move is (task forge: ``attempt:2``), so a trainer can
         credit each turn by its own part of the outcome; "" for games where every turn is alike."""
+        return ""
+
+    def flaw(self) -> str:
+        """Why the move just applied was invalid, in a game that judges moves inside the match and
+        goes on (task forge: an answer without ``\\boxed{}``); "" when it was fine. Elsewhere an
+        invalid move never gets applied: it ends the match first."""
         return ""
 
     def random_move(self, rng: np.random.Generator) -> str:
@@ -333,11 +387,12 @@ class TextGameEnv(TurnTakingEnv):
             return []
         return self.rules.legal_moves()
 
-    def parse_move(self, agent: str, text: str) -> Parsed:
-        """Read ``agent``'s move from free text; invalid (with a reason) when it is not its turn."""
+    def parse_move(self, agent: str, text: str, lenient: bool = False) -> Parsed:
+        """Read ``agent``'s move from text that is one (``lenient``: or names exactly one);
+        invalid, with a reason, when it is not its turn."""
         if self._is_over() or self.rules.to_move != self._seat_of[agent]:
             return Parsed(None, f"it is not {agent}'s turn")
-        return self.rules.parse(text)
+        return self.rules.parse(text, lenient)
 
     def random_move(self, agent: str, rng: np.random.Generator) -> str | None:
         """A uniformly random legal move for ``agent`` (None when it is not its turn)."""
@@ -373,7 +428,8 @@ class TextGameEnv(TurnTakingEnv):
         parsed = self._decode(action)
         if parsed.valid:
             earned = self.rules.apply(parsed.move)
-            info = {"move": parsed.move, "valid": True}
+            flaw = self.rules.flaw()
+            info = {"move": parsed.move, "valid": not flaw, "reason": flaw}
         else:
             earned = self._forfeit(self._seat_of[agent])
             info = {"move": None, "valid": False, "reason": parsed.reason}

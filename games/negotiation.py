@@ -13,8 +13,10 @@ An offer names what the mover gives and what it asks for; the opponent may accep
 happens at once), deny it, make a counter-offer (which denies it) or pass. Because valuations
 differ, a trade can make both sides richer: the game is general-sum.
 
-Offers are parsed leniently from free text: case-insensitive, ``offer``/``[Offer: …]``, bundles
-like ``3 wood and 1 gold``, ``for``/``->`` between the sides; the last well-formed move wins.
+A move is read from text that *is* one, written loosely: any case, ``offer``/``Offer:``, bundles
+like ``3 wood and 1 gold``, ``for``/``->`` between the sides, punctuation around it ignored. Text
+that merely contains a move ("I accept, but …") is not read as one, unless parsing is lenient:
+then text naming exactly one well-formed move is read as it, and text naming two is refused.
 
 Version history:
 * v1: first version.
@@ -28,7 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from games.core import GameInfo, Parsed, Rules, normalize
+from games.core import GameInfo, Parsed, Rules, bare, normalize, preview
 
 RESOURCES = ("wood", "gold")
 INVENTORY_RANGE = (5, 15)  # units of each resource at the start, inclusive
@@ -45,8 +47,8 @@ inventory at your own valuations.""".split())  # one paragraph: terminals and ch
 
 _AMOUNT = r"(?<!\d)(\d{1,6})\s*(wood|gold)"
 _BUNDLE = rf"{_AMOUNT}(?:\s*(?:,|and|\+|&)\s*{_AMOUNT})?"
-_MOVE = re.compile(
-    rf"(?P<offer>offer\s*:?\s*{_BUNDLE}\s*(?:for|->|→|in exchange for)\s*{_BUNDLE})"
+_MOVE = re.compile(  # "offer\s*(?::\s*)?", not "offer\s*:?\s*": two \s* in a row backtrack quadratically over spaces
+    rf"(?P<offer>offer\s*(?::\s*)?{_BUNDLE}\s*(?:for|->|→|in exchange for)\s*{_BUNDLE})"
     r"|(?<!\w)(?P<accept>accept)(?!\w)|(?<!\w)(?P<deny>deny|reject|decline)(?!\w)|(?<!\w)(?P<pass>pass)(?!\w)"
 )
 
@@ -73,18 +75,26 @@ def _bundle(groups: tuple[str | None, ...]) -> tuple[int, int]:
     return counts["wood"], counts["gold"]
 
 
-def read_move(text: str) -> tuple[str, Offer | None] | None:
-    """The last well-formed move in ``text`` as (kind, offer), or None if there is none."""
-    found = None
-    for found in _MOVE.finditer(normalize(text)):
-        pass
-    if found is None:
-        return None
+Move = tuple[str, Offer | None]  # (kind, the offer when the kind is "offer")
+
+
+def _move_of(found: re.Match[str]) -> Move:
     kind = found.lastgroup
     if kind != "offer":
         return kind, None
     groups = found.groups()[1:9]  # the offer's four (amount, resource) pairs
     return kind, Offer(give=_bundle(groups[:4]), get=_bundle(groups[4:]))
+
+
+def read_move(text: str) -> Move | None:
+    """The move ``text`` is (see the module docstring), or None if it is not exactly one."""
+    found = _MOVE.fullmatch(bare(text))
+    return None if found is None else _move_of(found)
+
+
+def named_moves(text: str) -> list[Move]:
+    """Every distinct well-formed move ``text`` names, in order: what lenient parsing reads."""
+    return list(dict.fromkeys(_move_of(found) for found in _MOVE.finditer(normalize(text))))
 
 
 def worth(inventory: tuple[int, int], values: tuple[int, int]) -> int:
@@ -118,10 +128,18 @@ class SimpleNegotiation(Rules):
         kinds = ["offer", "accept", "deny", "pass"] if self.pending else ["offer", "pass"]
         return [MOVE_TEMPLATES[k] for k in kinds]
 
-    def parse(self, text: str) -> Parsed:
+    def parse(self, text: str, lenient: bool = False) -> Parsed:
         read = read_move(text)
+        if read is None and lenient:
+            named = named_moves(text)
+            if len(named) > 1:
+                return Parsed(None, f"names {len(named)} different moves; give one, e.g. 'offer 3 wood for 2 gold'")
+            read = named[0] if named else None
         if read is None:
-            return Parsed(None, "no move found; expected e.g. 'offer 3 wood for 2 gold', 'accept', 'deny' or 'pass'")
+            return Parsed(
+                None, f"not a move; got {preview(text)}; expected e.g. 'offer 3 wood for 2 gold', 'accept', 'deny' or 'pass'",
+                named=False,
+            )  # fmt: skip
         kind, offer = read
         if kind in ("accept", "deny") and self.pending is None:
             return Parsed(None, f"there is no pending offer to {kind}")

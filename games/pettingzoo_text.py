@@ -143,11 +143,12 @@ class PettingZooTextEnv(BaseWrapper):
         mask = self._mask(agent, self.env.observe(agent))
         return [self.move_names[i] for i in np.flatnonzero(mask)]
 
-    def parse_move(self, agent: str, text: str) -> Parsed:
+    def parse_move(self, agent: str, text: str, lenient: bool = False) -> Parsed:
+        """Read ``agent``'s move from text that is one (``lenient``: or names exactly one)."""
         legal = self.legal_moves(agent)
         if not legal:
             return Parsed(None, f"{agent} has no move to make now")
-        return match_move(text, legal, self.move_names)
+        return match_move(text, legal, self.move_names, lenient)
 
     def random_move(self, agent: str, rng: np.random.Generator) -> str | None:
         """A uniformly random legal move for ``agent`` (None when it has none)."""

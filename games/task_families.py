@@ -616,7 +616,7 @@ def heldout(family: str, n: int, seed: int, knobs: Sequence[float] | None = None
 # Answer comparison
 
 _QUOTES = ('"', "'", "`")
-_FENCE = re.compile(r"^```[\w+-]*\n?(.*?)\n?```$", re.DOTALL)
+_FENCE_TAG = re.compile(r"[\w+-]*\n")  # the language line opening a fenced block: "python\n"
 _INTEGER = re.compile(r"([+-]?[0-9]+)(?:\.0*)?")
 _DELIMITER_SPACE = re.compile(r" ?([,:\[\](){}]) ?")
 _OPENERS, _CLOSERS = "[({", "])}"
@@ -637,23 +637,42 @@ def _canonical_span(span: str, bracketed: bool) -> str:
     return re.sub(r"[^ ]+", lambda m: _canonical_int(m.group()), span)
 
 
+def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _peeled(text: str) -> str:
+    """``text`` without the wrappers around an answer — surrounding space, a code fence (and its
+    language line), a trailing period, matching quotes or backticks — peeled until none is left
+    (``"`7`."`` → ``"`7`"`` → ``"7"``). The two ends move inward instead of slicing per layer, so
+    a text of many nested wrappers costs linear time, not quadratic."""
+    start, end = _stripped(text, 0, len(text))
+    while True:
+        before = start, end
+        if end - start >= 6 and text.startswith("```", start, end) and text.endswith("```", start, end):
+            start, end = start + 3, end - 3
+            tag = _FENCE_TAG.match(text, start, end)
+            start = tag.end() if tag else start
+            end -= end > start and text[end - 1] == "\n"
+            start, end = _stripped(text, start, end)
+        if end > start and text[end - 1] == ".":
+            start, end = _stripped(text, start, end - 1)
+        if end - start >= 2 and text[start] == text[end - 1] and text[start] in _QUOTES:
+            start, end = _stripped(text, start + 1, end - 1)
+        if (start, end) == before:
+            return text[start:end]
+
+
 def normalize_answer(text: str) -> str:
     """A canonical form for comparing answers: surrounding space, quotes, backticks, code fences and
     trailing periods removed; whitespace collapsed; no spaces around commas inside brackets
     (``[1, 2]`` → ``[1,2]``); integers canonical (``+3``, ``3.0``, ``03`` → ``3``; ``-0`` → ``0``).
     Case is kept: string answers may differ only in case."""
-    text = text.strip()
-    while True:  # peel wrappers until none is left: "`7`." → "`7`" → "7"
-        before = text
-        fence = _FENCE.match(text)
-        text = (fence.group(1) if fence else text).strip()
-        if text.endswith("."):
-            text = text[:-1].rstrip()
-        if len(text) >= 2 and text[0] == text[-1] and text[0] in _QUOTES:
-            text = text[1:-1].strip()
-        if text == before:
-            break
-    text = " ".join(text.split())
+    text = " ".join(_peeled(text).split())
     # Split into top-level bracketed spans and the text between them; an unclosed bracket is plain text.
     spans, depth, start = [], 0, 0
     for i, ch in enumerate(text):

@@ -45,11 +45,12 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 
-from games.core import GameInfo, Parsed, Rules, boxed_contents
-from games.sandbox import Limits, Sandbox
+from games.core import GameInfo, Parsed, Rules, bare, boxed_contents, unboxed
+from games.sandbox import Limits, Sandbox, SandboxUnavailable
 from games.task_families import FAMILIES, answers_match, generate, normalize_answer
 
 SEATS = ("proposer", "executor", "verifier")
@@ -87,9 +88,9 @@ MOVE_FORMS = {  # what a turn may contain, shown as the legal "moves" of a free-
 MOVER = {"propose": 0, "attempt": 1, "judge": 2, "revise": 1, "hint": 3, "retry": 1}  # seat index per phase
 
 _PYTHON_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_TAG = {name: re.compile(rf"<{name}(?P<attrs>[^>]*)>(?P<body>.*?)</{name}>", re.DOTALL | re.IGNORECASE) for name in ("task", "program")}
-_ATTR = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
-_VERDICT = re.compile(r"(?<!\w)(accept|reject)(?:ed|s)?(?!\w)", re.IGNORECASE)
+_TAG = re.compile(r"<(/?)(task|program)\b([^<>]*)>", re.IGNORECASE)  # <task family="…">, </program>
+_ATTR = re.compile(r'(?<!\w)(\w+)\s*=\s*"([^"]*)"')  # (?<!\w): one try per word, not one per letter
+_VERDICT = re.compile(r"(accept|reject)(?:ed|s)?")
 
 
 def python_block(text: str) -> str | None:
@@ -99,19 +100,37 @@ def python_block(text: str) -> str | None:
 
 
 def read_answer(text: str) -> str | None:
-    """The last ``\\boxed{…}`` answer, or None."""
+    """The last ``\\boxed{…}`` answer (``\\text{}`` unwrapped), or None."""
     boxed = boxed_contents(text)
-    return boxed[-1].strip() if boxed else None
+    return unboxed(boxed[-1]) if boxed else None
+
+
+def _tagged(text: str) -> dict[str, tuple[str, str]]:
+    """The last ``<task>`` and ``<program>`` element in ``text``: name -> (attributes, body).
+
+    An element runs from its opening tag to the first closing tag after it, as a lazy regex would
+    read it; one pass over the tags instead, since a lazy body rescans to the end of the text from
+    every unclosed opening tag (quadratic in the text).
+    """
+    found: dict[str, tuple[str, str]] = {}
+    opened: dict[str, re.Match[str]] = {}
+    for tag in _TAG.finditer(text):
+        closing, name = tag.group(1), tag.group(2).lower()
+        if not closing:
+            opened.setdefault(name, tag)
+        elif name in opened:
+            start = opened.pop(name)
+            found[name] = start.group(3), text[start.end() : tag.start()]
+    return found
 
 
 def read_submission(text: str) -> tuple[str, str, dict[str, str]] | None:
     """``<task>`` and ``<program>`` of a proposer's submission (the last of each), and the task
     tag's attributes (scripted proposers label tasks: ``<task family="arithmetic" size="0.3">``)."""
-    tasks, programs = _TAG["task"].findall(text), _TAG["program"].findall(text)
-    if not tasks or not programs:
+    tagged = _tagged(text)
+    if "task" not in tagged or "program" not in tagged:
         return None
-    attrs, statement = tasks[-1]
-    program = programs[-1][1]
+    (attrs, statement), (_, program) = tagged["task"], tagged["program"]
     fenced = python_block(program)  # a program may come in a fenced block inside the tag
     return statement.strip(), (fenced if fenced is not None else program).strip("\n"), dict(_ATTR.findall(attrs))
 
@@ -121,11 +140,12 @@ def _shown(answer: str | None) -> str:
 
 
 def read_verdict(text: str) -> str | None:
-    """``accept`` or ``reject``: the boxed one if any, else the last named."""
-    for candidate in [*reversed(boxed_contents(text)), text]:
-        found = _VERDICT.findall(candidate)
+    """``accept`` or ``reject``: the last box that holds one, else the whole text when it *is* one
+    (``Accepted.``); never a verdict the text merely mentions ("I would not accept this")."""
+    for candidate in [*map(unboxed, reversed(boxed_contents(text))), text]:
+        found = _VERDICT.fullmatch(bare(candidate))
         if found:
-            return found[-1].lower()
+            return found.group(1)
     return None
 
 
@@ -165,19 +185,26 @@ class TaskForge(Rules):
         reward_fn: Callable[[dict], dict[str, dict[str, float]]] | None = None,
         task: tuple[str, str] | None = None,
         seed_tasks: bool = False,
+        sandbox: Literal["bwrap", "rlimit"] = "bwrap",
     ):
         """``task``: a given (statement, program) instead of a proposer's, for held-out evaluation:
         the match starts at the first attempt. ``seed_tasks``: when the proposer's task is invalid,
         play one drawn uniformly from the task families instead of ending the match. ``reward_fn``
         shapes the outcome into each seat's reward components (``roles.rewards.forge_rewards``);
-        without it every reward is 0."""
+        without it every reward is 0. ``sandbox``: where players' code runs (:mod:`games.sandbox`);
+        ``"rlimit"`` opts into the fallback for machines without bubblewrap, which is no boundary."""
         if attempts < 1 or tool_calls < 0 or proposer_tool_calls < 0:
             raise ValueError(f"need attempts >= 1 and tool calls >= 0, got {attempts=}, {tool_calls=}, {proposer_tool_calls=}")
         seats = (*SEATS, TEACHER) if teacher else SEATS
         per_attempt = (tool_calls + 1) + 2 + (1 + tool_calls + 1 if teacher else 0)
         self.info = replace(TaskForge.info, seats=seats, max_turns=proposer_tool_calls + 1 + attempts * per_attempt)
         self.k, self.tool_calls, self.proposer_tool_calls, self.teacher = attempts, tool_calls, proposer_tool_calls, teacher
-        self.sandbox = Sandbox(limits or Limits())
+        try:
+            self.sandbox = Sandbox(limits or Limits(), backend=sandbox)
+        except SandboxUnavailable as err:  # say how to opt out where task forge is configured
+            raise SandboxUnavailable(
+                f"{err} In task forge: [forge] sandbox = \"rlimit\" in a run config, --option sandbox=rlimit in coevo match."
+            ) from None
         self.reward_fn = reward_fn
         self.rng, self.seed_tasks, self.seeded = rng, seed_tasks, False
         self.phase = "propose"
@@ -188,6 +215,7 @@ class TaskForge(Rules):
         self.invalid_reason = ""
         self.proposer_transcript: list[str] = []
         self.attempts: list[Attempt] = []
+        self._flaw = ""  # what was invalid about the move just applied (see flaw)
         if task is not None:
             self._submit(*task, meta={})
 
@@ -208,14 +236,21 @@ class TaskForge(Rules):
         """``propose``, or the phase and the attempt it belongs to: ``attempt:0``, ``judge:0``, ``retry:3``…"""
         return self.phase if self.phase in ("propose", "over") else f"{self.phase}:{len(self.attempts) - 1}"
 
-    def parse(self, text: str) -> Parsed:
+    def parse(self, text: str, lenient: bool = False) -> Parsed:
         """Every text is a move: what it fails to say is judged inside the game (an invalid task
-        or answer, recorded with its reason), not by ending the match on the spot."""
+        or answer, recorded with its reason, and reported by :meth:`flaw`), not by ending the
+        match on the spot."""
         return Parsed(text)
+
+    def flaw(self) -> str:
+        """Why the move just applied was invalid: the invalid task, answer, judgement or hint's
+        reason the outcome records ("" when it was fine)."""
+        return self._flaw
 
     # ---- moves ---------------------------------------------------------------------------------
 
     def apply(self, move: str) -> list[float]:
+        self._flaw = ""
         getattr(self, f"_{self.phase}")(move)
         if self.phase != "over" or self.reward_fn is None:
             return [0.0] * len(self.info.seats)
@@ -263,7 +298,7 @@ class TaskForge(Rules):
             self.phase = "attempt"
 
     def _end_invalid(self, reason: str) -> None:
-        self.invalid_reason, self.phase = reason, "over"
+        self.invalid_reason, self.phase, self._flaw = reason, "over", reason
         if self.seed_tasks:
             self._play_seed_task()
 
@@ -297,7 +332,7 @@ class TaskForge(Rules):
         if ran:
             a.tool_calls += 1
             return
-        a.answer, a.invalid_reason = answer, reason
+        a.answer, a.invalid_reason, self._flaw = answer, reason, reason
         a.correct = answers_match(answer, self.reference)
         self.phase = "judge"
 
@@ -305,7 +340,7 @@ class TaskForge(Rules):
         a = self.current
         a.verdict = read_verdict(text)
         if a.verdict is None:
-            a.verdict_invalid_reason = "no accept or reject in the judgement"
+            a.verdict_invalid_reason = self._flaw = "no \\boxed{accept} or \\boxed{reject} in the judgement"
         critique = re.sub(r"\\boxed\s*\{[^{}]*\}", "", text).strip()
         a.critique = critique[:CRITIQUE_MAX_CHARS]
         self.phase = "revise"
@@ -313,6 +348,8 @@ class TaskForge(Rules):
     def _revise(self, text: str) -> None:
         a = self.current
         revised = read_answer(text)
+        if revised is None:
+            self._flaw = "no \\boxed{answer} in the revision: the first answer stands"
         a.revised_answer = revised if revised is not None else a.answer
         a.revised_correct = answers_match(a.revised_answer, self.reference)
         self.phase = "hint" if self.teacher and not a.revised_correct else self._next_attempt()
@@ -325,6 +362,7 @@ class TaskForge(Rules):
         elif normalize_answer(self.reference) in normalize_answer(hint):
             a.hint_invalid_reason = "the hint gives the answer away"
         if a.hint_invalid_reason:
+            self._flaw = a.hint_invalid_reason
             self.phase = self._next_attempt()
             return
         a.hint = hint
@@ -333,7 +371,7 @@ class TaskForge(Rules):
 
     def _retry(self, text: str) -> None:
         a = self.current
-        answer, _, ran = self._tool_or_answer(text, len(a.transcript))
+        answer, self._flaw, ran = self._tool_or_answer(text, len(a.transcript))
         if ran:
             return
         a.hint_answer = answer

@@ -14,9 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import games
+from games.core import ACTION_MAX_CHARS
 from marl.advantages import ADVANTAGE_ESTIMATORS
 from marl.learner import OptimConfig
-from marl.players import MODELS
+from marl.players import MODELS, check_hf_model
 from marl.pools import PoolConfig
 from roles.seat import InvalidMoves
 
@@ -42,6 +43,15 @@ class RolloutConfig(Strict):
         False,
         description="the state alone as plain text, moves bare (no rules, chat template or \\boxed{}): for small "
         "models trained from scratch, which then decide right on the state's last line",
+    )
+
+    parse: Literal["strict", "lenient"] = Field(
+        "strict",
+        description="reading free-text moves: strict: the \\boxed{} answer, or else the whole output, must be a "
+        "move; lenient: also an answer or output that names exactly one move (a guess: 'I will not bet' reads as bet)",
+    )
+    max_output_chars: int = Field(
+        ACTION_MAX_CHARS, ge=1, description="a turn's output is cut to this many characters before parsing (Turn.cut_chars)"
     )
 
     @field_validator("invalid")
@@ -100,6 +110,8 @@ class TrainConfig(Strict):
     def _known_model(cls, value: str) -> str:
         if value not in MODELS and not value.startswith("hf:"):
             raise ValueError(f"unknown model {value!r}; choose from {', '.join(MODELS)} or hf:<path>")
+        if value.startswith("hf:"):
+            check_hf_model(value.removeprefix("hf:"))
         return value
 
     @field_validator("games")
@@ -113,12 +125,29 @@ class TrainConfig(Strict):
         return value
 
     @model_validator(mode="after")
+    def _eval_opponents_exist(self) -> TrainConfig:
+        scripted = {name for game in self.games for name in games.scripted_players(game)}
+        unknown = [o for o in self.eval.opponents if o not in scripted and o != "initial" and not _is_past(o)]
+        if unknown:
+            raise ValueError(
+                f"eval.opponents: no opponent {unknown[0]!r} for {', '.join(self.games)}; choose from "
+                f"{', '.join(sorted(scripted))} (scripted players), initial (the starting model) or past:K (K >= 1 iterations ago)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _choose_needs_move_lists(self) -> TrainConfig:
         if self.mode == "choose":
             free = [g for g in self.games if games.make(g).move_names is None]
             if free:
                 raise ValueError(f"mode = 'choose' needs games with a move list; {free} take free text (use mode = 'generate')")
         return self
+
+
+def _is_past(opponent: str) -> bool:
+    """``past:K``, K >= 1: the policy K iterations ago."""
+    k = opponent.removeprefix("past:")
+    return opponent.startswith("past:") and k.isdecimal() and int(k) >= 1
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -134,9 +163,13 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     if path.resolve() in seen:
         raise ConfigError(f"{path}: extends: the chain of extended configs comes back to this file")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a directory, not a config file; give a .toml file, e.g. examples/kuhn_tiny.toml") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); TOML files are UTF-8, so save it as UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
     base = data.pop("extends", None)

@@ -38,6 +38,7 @@ class Turn(BaseModel):
     candidate_ids: list[list[int]] = []  # choose mode: token ids of every legal move as written
     choice: int | None = None  # choose mode: which candidate was drawn (its ids are completion_ids)
     tag: str = ""  # the step of the game this turn played (task forge: "attempt:2"), for per-turn credit
+    cut_chars: int = 0  # characters of the output past rollout.max_output_chars, cut before parsing
 
 
 class Episode(BaseModel):

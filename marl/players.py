@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
+
+from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.errors import HFValidationError
 
 import games
 from marl.hf import HFPolicy
@@ -20,11 +24,28 @@ from marl.scripted import HumanPolicy, ScriptedPolicy
 MODELS: dict[str, Callable[[], HFPolicy]] = {"tiny": load_tiny, "smollm2-135m": load_smollm2}
 
 
+def check_hf_model(path_or_id: str) -> None:
+    """ValueError unless ``path_or_id`` is a model folder (with its ``config.json``) or a hub id
+    already in the local Hugging Face cache: ``hf:`` models load offline, so nothing else can load."""
+    if (Path(path_or_id) / "config.json").is_file():
+        return
+    try:
+        cached = try_to_load_from_cache(path_or_id, "config.json")
+    except HFValidationError:  # not a hub id either, e.g. an absolute path
+        cached = None
+    if not isinstance(cached, str):
+        raise ValueError(
+            f"no model at {path_or_id}: give a folder holding a model's config.json and weights, "
+            "or the id of a model already in the local Hugging Face cache (hf:<path or id>)"
+        )
+
+
 @cache
 def model(name: str) -> HFPolicy:
     """An LLM policy by name, loaded once per process."""
     if name in MODELS:
         return MODELS[name]()
+    check_hf_model(name.removeprefix("hf:"))
     return load_hf(name.removeprefix("hf:"))
 
 

@@ -17,15 +17,17 @@ Playing one match at a time is the slow path SPIRAL's batch-size-1 generation go
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
 import games
+from games.core import ACTION_MAX_CHARS
 from games.play import derive_seed
 from marl.episode import Episode, Turn
 from marl.policy import Policy, Request, Response, Sampling, choice_logprobs
@@ -45,6 +47,8 @@ class SeatSpec:
     adapter: str | None = None
     invalid: InvalidMoves = InvalidMoves()
     compact: bool = False  # compact prompts (roles.seat.SeatRole): plain-text state, bare moves
+    parse: Literal["strict", "lenient"] = "strict"  # lenient: output naming exactly one move is read as it
+    max_output_chars: int = ACTION_MAX_CHARS  # longer output is cut to this before it is parsed
 
 
 @dataclass
@@ -54,6 +58,17 @@ class MatchSpec:
     seats: dict[str, SeatSpec]
     match_id: str = ""  # default "<game>-<seed>"
     game_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def as_written(text: str, max_chars: int) -> tuple[str, int]:
+    """A player's output as the match takes it: cut to ``max_chars`` (and how many characters that
+    cut), lone surrogates replaced by U+FFFD. The cut bounds what parsers, the game and the records
+    see; a lone surrogate (typed at a terminal as invalid bytes) could not be written to a UTF-8 file."""
+    cut = max(len(text) - max_chars, 0)
+    return _SURROGATE.sub("\ufffd", text[:max_chars]), cut
 
 
 def choice_probabilities(scored: list[Response], temperature: float) -> np.ndarray:
@@ -147,10 +162,12 @@ class _Live:
         return turn
 
     def play_text(self, request: Request, response: Response) -> Turn:
-        parsed = self.role.parse(self.env, self.agent, response.text)
+        text, cut = as_written(response.text, self.seat.max_output_chars)
+        response = replace(response, text=text)
+        parsed = self.role.parse(self.env, self.agent, text, self.seat.parse == "lenient")
         if parsed.valid:
-            return self._play(request, response, parsed.move)
-        return self._invalid(request, response, parsed.reason)
+            return self._play(request, response, parsed.move, cut_chars=cut)
+        return self._invalid(request, response, parsed.reason, cut_chars=cut)
 
     def play_choice(self, request: Request, scored: list[Response]) -> Turn:
         legal = self.env.legal_moves(self.agent)
@@ -158,27 +175,33 @@ class _Live:
         choice = {"candidate_ids": [s.completion_ids for s in scored], "choice": pick}
         return self._play(request, scored[pick], legal[pick], **choice)
 
-    def _play(self, request: Request, response: Response, move: str, **choice: Any) -> Turn:
-        turn = self._record(request, response, move=move, valid=True, action=move, **choice)
+    def _play(self, request: Request, response: Response, move: str, **outcome: Any) -> Turn:
+        """Play a move the role read; a game that judges moves inside the match (task forge) may
+        still find it invalid (its flaw), which the turn records while the match goes on."""
+        turn = self._record(request, response, move=move, valid=True, action=move, **outcome)
         self.attempt = 0
         self._step(self.env.action_of(move))
+        info = self.env.infos.get(turn.seat, {})
+        if info.get("valid") is False:
+            turn.move, turn.valid, turn.reason = None, False, info.get("reason", "")
         self._skip_dead()
         return turn
 
-    def _invalid(self, request: Request, response: Response, reason: str) -> Turn:
+    def _invalid(self, request: Request, response: Response, reason: str, cut_chars: int = 0) -> Turn:
         rule = self.seat.invalid
+        outcome = {"move": None, "valid": False, "reason": reason, "cut_chars": cut_chars}
         if rule.kind == "retry" and self.attempt < rule.retries:
-            turn = self._record(request, response, move=None, valid=False, reason=reason)
+            turn = self._record(request, response, **outcome)
             self.attempt += 1
             return turn
         move = self.env.random_move(self.agent, self.rng) if rule.kind == "random_legal" else None
         if move is not None:  # TextArena has no move list to draw from: it forfeits instead
-            turn = self._record(request, response, move=None, valid=False, reason=reason, action=move, penalty=rule.penalty)
+            turn = self._record(request, response, action=move, penalty=rule.penalty, **outcome)
             self.attempt = 0
             self._step(self.env.action_of(move))
             self._skip_dead()
             return turn
-        turn = self._record(request, response, move=None, valid=False, reason=reason, penalty=rule.penalty)
+        turn = self._record(request, response, penalty=rule.penalty, **outcome)
         self.forfeited_by = self.agent
         for seat in self.returns:
             self.returns[seat] += rule.opponent_reward if seat != self.agent else 0.0

@@ -24,6 +24,7 @@ import shutil
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -72,7 +73,10 @@ def trained_seat(config: TrainConfig, policy: HFPolicy) -> SeatSpec:
     rollout = config.rollout
     adapter = MEMBER if config.lora.r else None
     sampling = Sampling(rollout.temperature, rollout.top_p, rollout.max_new_tokens)
-    return SeatSpec(policy, MEMBER, config.mode, sampling, adapter, rollout.invalid_moves, rollout.compact_prompts)
+    return SeatSpec(
+        policy, MEMBER, config.mode, sampling, adapter, rollout.invalid_moves, rollout.compact_prompts, rollout.parse,
+        rollout.max_output_chars,
+    )  # fmt: skip
 
 
 def rollout_members(config: TrainConfig) -> Members:
@@ -253,9 +257,7 @@ class Trainer:
                     continue  # a scripted player of another game
                 policy, adapter = self._opponent(name, game)
                 mode = self.config.mode if isinstance(policy, HFPolicy) else "generate"
-                them = SeatSpec(
-                    policy, name, mode, self.sampling, adapter, self.config.rollout.invalid_moves, self.me.compact
-                )
+                them = replace(self.me, policy=policy, member=name, mode=mode, adapter=adapter)
                 specs = []
                 for m in range(self.config.eval.matches):
                     seats = self.seats[game]

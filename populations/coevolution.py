@@ -88,6 +88,7 @@ class CoevolutionTrainer(Trainer):
             "attempts": forge.attempts, "tool_calls": forge.tool_calls, "proposer_tool_calls": forge.proposer_tool_calls,
             "teacher": "teacher" in self.populations, "limits": Limits(cpu_seconds=forge.cpu_seconds, wall_seconds=forge.wall_seconds),
             "reward_fn": partial(forge_rewards, config=self.reward_config), "seed_tasks": forge.seed_tasks,
+            "sandbox": forge.sandbox,
         }  # fmt: skip
         self.heldout = [t for family in FAMILIES for t in heldout(family, forge.heldout, seed=config.seed + 7919)]
 

@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 import games
 from games.forge_players import FORGE_PLAYERS
 from marl.config import LoraSettings, Strict, TrainConfig, load_config
-from marl.players import MODELS
+from marl.players import MODELS, check_hf_model
 from populations.league import LeagueConfig
 from populations.pbt import PBTConfig
 from roles.rewards import RewardConfig
@@ -79,6 +79,11 @@ class ForgeConfig(Strict):
     seed_tasks: bool = Field(
         False, description="play a task-family task when the proposer's is invalid, so the other roles still learn"
     )
+    sandbox: Literal["bwrap", "rlimit"] = Field(
+        "bwrap",
+        description="where model-written code runs: bwrap (bubblewrap, the security boundary; `make system-deps` "
+        "installs it); rlimit opts into the fallback for machines without it, which is NOT a boundary (README, Reliability)",
+    )
 
 
 class RunConfig(TrainConfig):
@@ -104,6 +109,11 @@ class RunConfig(TrainConfig):
             if name is None:
                 if seat.player not in MODELS and not seat.player.startswith("hf:"):
                     raise ValueError(f"roles.{role}.player: unknown player {seat.player!r}; scripted:<name>, {', '.join(MODELS)} or hf:<path>")
+                if seat.player.startswith("hf:"):
+                    try:
+                        check_hf_model(seat.player.removeprefix("hf:"))
+                    except ValueError as err:
+                        raise ValueError(f"roles.{role}.player: {err}") from None
             elif name not in FORGE_PLAYERS or FORGE_PLAYERS[name]().seat != role:
                 fits = [n for n, make in FORGE_PLAYERS.items() if make().seat == role]
                 raise ValueError(f"roles.{role}.player: no scripted {role} {name!r}; choose from {', '.join(fits)}")
@@ -137,9 +147,10 @@ class RunConfig(TrainConfig):
             if len(self.games) != 1:
                 raise ValueError("population.opponents: scripted members need a run of one game")
             game = next(iter(self.games))
-            missing = sorted(set(self.population.opponents) - set(games.scripted_players(game)))
+            scripted = games.scripted_players(game)
+            missing = sorted(set(self.population.opponents) - set(scripted))
             if missing:
-                raise ValueError(f"population.opponents: {game} has no scripted players {missing}")
+                raise ValueError(f"population.opponents: {game} has no scripted player {missing[0]!r}; choose from {', '.join(scripted)}")
         return self
 
 

@@ -39,8 +39,9 @@ class ForgeRole:
     def format_move(self, move: str) -> str:
         return move
 
-    def parse(self, env: AECEnv, agent: str, text: str) -> Parsed:
-        """The whole output goes to the game, which judges it."""
+    def parse(self, env: AECEnv, agent: str, text: str, lenient: bool = False) -> Parsed:
+        """The whole output goes to the game, which judges it (strictly: ``lenient`` is for the
+        seats of competitive games); what it could not read comes back as the turn's flaw."""
         return env.parse_move(agent, text)
 
 

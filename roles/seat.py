@@ -2,10 +2,13 @@
 an invalid move costs.
 
 A model is asked to reason, then give its move as ``\\boxed{MOVE}`` (SPIRAL's format). Reading the
-answer is lenient where SPIRAL was strict (research/spiral.md §3.3): the last ``\\boxed{…}`` wins,
-else the last ``[…]``, else the whole text; the game's own parser then finds the move
-case-insensitively, tolerating whitespace and punctuation. Output that still names no legal move
-is an invalid move with a reason — never an exception — and costs what the config says:
+answer is lenient inside the format where SPIRAL was strict (docs/research/spiral.md §3.3): the
+last ``\\boxed{…}`` wins, else the last ``[…]``; ``\\text{}``, case, whitespace and the punctuation
+around the move do not matter. It never guesses: output without the format is a move only when
+it *is* one ("Bet."), not when it mentions one ("I will check, not bet" is invalid, with the
+reason "no \\boxed{} answer"). ``parse = "lenient"`` (opt-in) also reads an answer or output that
+names exactly one move, and still refuses one that names two. Output that gives no legal move is
+an invalid move with a reason — never an exception — and costs what the config says:
 
 - ``forfeit``: the match ends; the offender gets ``penalty``, every other seat ``opponent_reward``
   (SPIRAL: −1.5 / +0.5 in training, −1 / +1 in evaluation).
@@ -21,7 +24,7 @@ from typing import Literal
 
 from pettingzoo import AECEnv
 
-from games.core import LEGAL_MOVES, Parsed, boxed_contents
+from games.core import LEGAL_MOVES, Parsed, boxed_contents, unboxed
 
 FAMILY_BRIEFS = {
     "board": "You are an expert board-game player. Play to win.",
@@ -53,7 +56,7 @@ def extract_answer(text: str) -> str | None:
     """The answer part of a model's output: the last ``\\boxed{}``, else the last ``[…]``, else None."""
     boxed = boxed_contents(text)
     if boxed:
-        return re.sub(r"\\text\s*\{([^{}]*)\}", r"\1", boxed[-1]).strip()
+        return unboxed(boxed[-1])
     brackets = re.findall(r"\[([^\[\]]*)\]", text)
     return brackets[-1].strip() if brackets else None
 
@@ -111,11 +114,16 @@ class SeatRole:
         """A move written as the role's output format asks, for forced-choice scoring."""
         return move if self.compact else f"\\boxed{{{move}}}"
 
-    def parse(self, env: AECEnv, agent: str, text: str) -> Parsed:
-        """Model output to a move for ``agent``; never raises."""
+    def parse(self, env: AECEnv, agent: str, text: str, lenient: bool = False) -> Parsed:
+        """Model output to a move for ``agent`` (see the module docstring); never raises."""
         answer = extract_answer(text)
         if self.family == "arena":  # TextArena judges its own moves; give it the bracketed action
             if answer is None:
                 return Parsed(None, "no \\boxed{[ACTION]} or [ACTION] in the output")
             return Parsed(answer if answer.startswith("[") else f"[{answer}]")
-        return env.parse_move(agent, text if answer is None else answer)
+        if answer is not None:
+            return env.parse_move(agent, answer, lenient)
+        parsed = env.parse_move(agent, text, lenient)
+        if parsed.valid or parsed.named:
+            return parsed
+        return Parsed(None, "no \\boxed{} answer; the output is not a bare move either", named=False)

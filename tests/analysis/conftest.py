@@ -35,10 +35,12 @@ def kuhn_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tictactoe_run(tmp_path_factory) -> Path:
-    """kuhn_tiny.toml's training on tic-tac-toe alone (--set would add a game, not replace Kuhn)."""
+    """kuhn_tiny.toml's training on tic-tac-toe alone (--set would add a game, not replace Kuhn),
+    without Kuhn's scripted opponents (the config refuses opponents none of its games has)."""
     folder = tmp_path_factory.mktemp("ttt")
     config = folder / "tictactoe_tiny.toml"
-    config.write_text((EXAMPLES / "kuhn_tiny.toml").read_text().replace("kuhn_poker = 1.0", "tictactoe = 1.0"))
+    kuhn = (EXAMPLES / "kuhn_tiny.toml").read_text()
+    config.write_text(kuhn.replace("kuhn_poker = 1.0", "tictactoe = 1.0").replace('"nash", "always_bet", ', ""))
     return train(folder / "run", config, 2, "eval.every=0")
 
 

@@ -24,9 +24,11 @@ def test_connect_four_renders_the_board_from_the_observers_side():
 def test_connect_four_parses_named_columns():
     env = games.make("classic/connect_four-v3")
     env.reset(seed=0)
-    parsed = env.parse_move("player_0", "I drop into COLUMN  4.")
+    parsed = env.parse_move("player_0", " COLUMN  4.")
     assert parsed.move == "column 4" and env.action_of(parsed.move) == 3
-    assert "no move named" in env.parse_move("player_0", "column 9").reason
+    assert env.parse_move("player_0", "I drop into COLUMN  4.", lenient=True).move == "column 4"
+    assert "not a move" in env.parse_move("player_0", "I drop into COLUMN  4.").reason
+    assert "not a move" in env.parse_move("player_0", "column 9").reason
 
 
 def test_rps_names_moves_and_shows_the_opponents_last_move():

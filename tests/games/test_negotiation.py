@@ -20,11 +20,11 @@ def rules_with(inventories, values, turns=10):
     "text, kind, give, get",
     [
         ("[Offer: 3 Wood -> 2 Gold]", "offer", (3, 0), (0, 2)),
-        ("I OFFER 2 wood and 1 gold for 5 wood", "offer", (2, 1), (5, 0)),
+        ("OFFER 2 wood and 1 gold for 5 wood.", "offer", (2, 1), (5, 0)),
         ("offer 1 gold in exchange for 4 wood", "offer", (0, 1), (4, 0)),
-        ("Hmm, offer 1 wood for 1 gold... actually I accept.", "accept", None, None),
-        ("I reject that", "deny", None, None),
-        ("Let me pass this turn", "pass", None, None),
+        ("Accept!", "accept", None, None),
+        ("  reject ", "deny", None, None),
+        ("**pass**", "pass", None, None),
     ],
 )
 def test_read_move(text, kind, give, get):
@@ -35,9 +35,27 @@ def test_read_move(text, kind, give, get):
 
 
 @pytest.mark.parametrize(
+    "text",
+    ["Hmm, offer 1 wood for 1 gold... actually I accept.", "I reject that", "Let me pass this turn",
+     "I will not accept", "I OFFER 2 wood and 1 gold for 5 wood"],
+)  # fmt: skip
+def test_text_that_mentions_a_move_is_not_read_as_one(text):
+    assert read_move(text) is None
+    assert not rules_with([(5, 5), (8, 8)], [(1, 2), (2, 1)]).parse(text).valid
+
+
+def test_lenient_parsing_reads_one_named_move_and_refuses_two():
+    rules = rules_with([(5, 5), (8, 8)], [(1, 2), (2, 1)])
+    assert rules.parse("Let me pass this turn", lenient=True).move == "pass"
+    assert rules.parse("I think offer 1 wood for 2 gold is fair", lenient=True).move == "offer 1 wood for 2 gold"
+    two = rules.parse("offer 1 wood for 1 gold, or else I pass", lenient=True)
+    assert not two.valid and "2 different moves" in two.reason
+
+
+@pytest.mark.parametrize(
     "text, reason",
     [
-        ("I want gold", "no move found"),
+        ("I want gold", "not a move"),
         ("accept", "no pending offer"),
         ("offer 20 wood for 1 gold", "have only 5"),
         ("offer 1 wood for 9 gold", "opponent has only 8"),

@@ -1,6 +1,8 @@
 """Task forge: full matches with scripted players, invalid tasks and answers with their reasons,
 tool calls, critiques and hints, and the parsers under arbitrary text."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -210,7 +212,8 @@ def test_the_last_boxed_answer_wins(answer):
 @pytest.mark.parametrize(
     ("text", "verdict"),
     [("\\boxed{accept}", "accept"), ("I reject this. \\boxed{Accept}", "accept"), ("Rejected.", "reject"),
-     ("I would accept it, but no: reject", "reject"), ("unsure", None)],
+     ("\\boxed{\\text{Reject}} since 2 + 2 = 4, see \\boxed{4}", "reject"),
+     ("I would accept it, but no: reject", None), ("I would not accept this", None), ("unsure", None)],
 )  # fmt: skip
 def test_read_verdict(text, verdict):
     assert read_verdict(text) == verdict
@@ -220,3 +223,17 @@ def test_read_submission_takes_tags_attributes_and_fenced_programs():
     text = '<task family="arithmetic" size="0.5">Add.</task><program>```python\nprint(1)\n```</program>'
     assert read_submission(text) == ("Add.", "print(1)", {"family": "arithmetic", "size": "0.5"})
     assert read_submission("<task>x</task>") is None
+
+
+def test_without_bubblewrap_task_forge_refuses_to_start_unless_the_fallback_is_chosen(monkeypatch):
+    from games import sandbox
+
+    monkeypatch.setattr(sandbox, "_bwrap_problem", lambda: "bwrap is not installed")
+    with pytest.raises(sandbox.SandboxUnavailable, match="make system-deps"):
+        games.make("task_forge")
+    env = games.make("task_forge", sandbox="rlimit")
+    env.reset(seed=0)
+    with warnings.catch_warnings():  # the fallback's one warning per process: tests/games/test_sandbox.py
+        warnings.simplefilter("ignore", sandbox.SandboxFallbackWarning)
+        env.step("<task>Two?</task><program>print(2)</program>")
+    assert env.outcome()["reference"] == "2" and env.unwrapped.rules.sandbox.backend == "rlimit"

@@ -43,16 +43,27 @@ def test_moves_are_named_by_cell():
 @pytest.mark.parametrize(
     "text, move",
     [
-        ("I'll take B2.", "b2"),
+        ("B2.", "b2"),
         ("Ｂ２", "b2"),  # fullwidth, folded by NFKC
-        ("a1? no: \\boxed{c3}", "c3"),  # the last move named wins
         ("[a3]", "a3"),
+        ("  **c1**\n", "c1"),
     ],
 )
-def test_lenient_parsing(text, move):
+def test_a_text_that_is_a_move_is_read_whatever_its_case_and_punctuation(text, move):
     env = games.make("tictactoe")
     env.reset(seed=0)
     assert env.parse_move("player_0", text).move == move
+
+
+@pytest.mark.parametrize(
+    "text, lenient",
+    [("I'll take B2.", "b2"), ("a1? no: c3", None), ("the centre", None)],  # lenient: one named move only
+)
+def test_a_text_that_mentions_a_move_is_read_only_when_lenient_and_unambiguous(text, lenient):
+    env = games.make("tictactoe")
+    env.reset(seed=0)
+    assert env.parse_move("player_0", text).move is None
+    assert env.parse_move("player_0", text, lenient=True).move == lenient
 
 
 def test_parsing_explains_what_is_wrong():
@@ -60,7 +71,7 @@ def test_parsing_explains_what_is_wrong():
     env.reset(seed=0)
     env.step(4)
     assert "not legal now" in env.parse_move("player_1", "b2").reason
-    assert "no move named" in env.parse_move("player_1", "the centre").reason
+    assert "not a move; got 'the centre'" in env.parse_move("player_1", "the centre").reason
     assert "not player_0's turn" in env.parse_move("player_0", "a1").reason
 
 

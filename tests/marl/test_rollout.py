@@ -4,10 +4,12 @@ equal to one match at a time, and the batch kept full."""
 import pytest
 
 import games
+from games.core import bare
+from marl.episode import Episode
 from marl.policy import Request, Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.scripted import HumanPolicy, ScriptedPolicy
-from roles.seat import InvalidMoves
+from roles.seat import InvalidMoves, extract_answer
 
 SHORT = Sampling(0.7, 1.0, 12)
 
@@ -72,7 +74,15 @@ def test_every_game_with_smollm2(smollm2):
     episodes = RolloutEngine(concurrency=64).play(specs)
     for ep in episodes:
         check_episode(ep)
-    assert any(t.valid and t.member == "smollm2-135m" and t.mode == "generate" for ep in episodes for t in ep.turns)
+    generated = [(ep.game, t) for ep in episodes for t in ep.turns if t.member == "smollm2-135m" and t.mode == "generate"]
+    assert {game for game, _ in generated} == set(games.list()), "SmolLM2 wrote in every game"
+    # In 12 tokens the untrained model rarely reaches its \boxed{} answer: what it wrote is an invalid
+    # move with its reason, never a move guessed from a mention (it used to be read as one).
+    named = {game for game in games.list() if games.make(game).move_names is not None}  # moves are names
+    for game, t in generated:
+        if t.valid and game in named:
+            answer = extract_answer(t.text)
+            assert bare(t.text if answer is None else answer) == t.move, f"{game}: {t.move!r} read from {t.text!r}"
 
 
 class Typist:
@@ -95,15 +105,50 @@ def play_one(game, p0, p1, seed=0):
 
 
 def test_humans_play_by_typing_moves():
-    ep = play_one("tictactoe", human("b2", "I'll take A1!", "\\boxed{c3}"), human("a2", "[b1]"))
+    ep = play_one("tictactoe", human("b2", "A1!", "\\boxed{c3}"), human("a2", "[b1]"))
     assert [t.move for t in ep.turns] == ["b2", "a2", "a1", "b1", "c3"]
     assert ep.rewards == {"player_0": 1.0, "player_1": -1.0}  # the a1-b2-c3 diagonal
+
+
+def test_task_forge_turns_the_game_judged_invalid_are_recorded_as_such_and_the_match_goes_on():
+    seats = {
+        "proposer": human("<task>What is 6 * 7?</task><program>print(6 * 7)</program>"),
+        "executor": human("It is 42", "\\boxed{42}", "\\boxed{\\text{42}}", "I keep it"),
+        "verifier": human("\\boxed{accept}", "Looks right to me, I accept"),
+    }
+    [ep] = RolloutEngine().play([MatchSpec("task_forge", 0, seats, game_kwargs={"attempts": 2, "tool_calls": 0})])
+    got = [(t.seat, t.tag, t.valid, t.reason) for t in ep.turns]
+    assert got == [
+        ("proposer", "propose", True, ""),
+        ("executor", "attempt:0", False, "no \\boxed{answer} in the output"),
+        ("verifier", "judge:0", True, ""),
+        ("executor", "revise:0", True, ""),
+        ("executor", "attempt:1", True, ""),
+        ("verifier", "judge:1", False, "no \\boxed{accept} or \\boxed{reject} in the judgement"),
+        ("executor", "revise:1", False, "no \\boxed{answer} in the revision: the first answer stands"),
+    ]
+    assert all(t.move is None for t in ep.turns if not t.valid) and all(t.action for t in ep.turns)
+    assert [a["revised_correct"] for a in ep.outcome["attempts"]] == [True, True]
+
+
+def test_output_past_the_cap_is_cut_before_parsing_and_recorded():
+    typist = Typist("b2" + " " * 50 + "\\boxed{a1}", "give up")  # the second, invalid, forfeits
+    cap = SeatSpec(HumanPolicy(ask=typist, show=lambda text: None), "human", max_output_chars=10)
+    [ep] = RolloutEngine().play([MatchSpec("tictactoe", 0, {"player_0": cap, "player_1": scripted("tictactoe", "random")})])
+    first = ep.turns[0]
+    assert (first.text, first.move, first.cut_chars) == ("b2        ", "b2", 52)
+
+
+def test_lone_surrogates_in_output_never_reach_the_records():
+    [ep] = RolloutEngine().play([MatchSpec("tictactoe", 0, {"player_0": human("b2\ud800", "\ud800"), "player_1": human("a1")})])
+    assert ep.turns[0].text == "b2\ufffd" and ep.turns[0].move == "b2"
+    assert Episode.model_validate_json(ep.model_dump_json()) == ep
 
 
 def test_retry_then_forfeit_records_each_reason():
     ep = play_one("kuhn_poker", human("hmm", "", "\\boxed{raise}", invalid="retry:2"), scripted("kuhn_poker", "nash"))
     assert [(t.attempt, t.valid) for t in ep.turns] == [(0, False), (1, False), (2, False)]
-    assert "no move named" in ep.turns[0].reason and "'raise'" not in ep.turns[0].reason
+    assert ep.turns[0].reason.startswith("no \\boxed{} answer") and "'raise'" in ep.turns[2].reason
     assert ep.forfeited_by == "player_0"
     assert ep.rewards == {"player_0": -1.0, "player_1": 1.0}
 

@@ -1,10 +1,12 @@
-"""Seat roles: answer extraction, lenient parsing that never raises, invalid-move configuration."""
+"""Seat roles: answer extraction, parsing that never guesses and never raises, invalid-move configuration."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import games
+from games.core import bare
+from games.negotiation import read_move
 from roles.seat import InvalidMoves, SeatRole, extract_answer, family_of
 
 
@@ -32,13 +34,67 @@ def test_extract_answer(text, answer):
         ("Reasoning.\n\\boxed{BET}", "bet"),
         ("I'll go with [ check ].", "check"),
         ("\\boxed{\\text{Bet}}", "bet"),
-        ("bet", "bet"),  # no box: the whole text is read
+        ("bet", "bet"),  # no box: the whole text is read, if it is a move
+        ("  Bet!\n", "bet"),
+        ("\\boxed{**check**.}", "check"),
     ],
 )
-def test_parse_is_lenient(text, move):
+def test_parse_is_lenient_inside_the_format(text, move):
     env = games.make("kuhn_poker")
     env.reset(seed=0)
     assert SeatRole("kuhn_poker").parse(env, "player_0", text).move == move
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("I will check, not bet", "no \\boxed{} answer"),
+        # SmolLM2 in `coevo match kuhn_poker --p0 smollm2-135m --p1 nash --seed 3` (it was played as bet):
+        ("Your next action will be to check. The other player calls, they win the bet you considered", "no \\boxed{} answer"),
+        ("\\boxed{I bet}", "not a move; got 'I bet'"),
+        ("\\boxed{fold}", "'fold' is not legal now"),
+        ("fold", "'fold' is not legal now"),
+    ],
+)
+def test_parse_never_guesses_a_move_the_text_only_mentions(text, reason):
+    env = games.make("kuhn_poker")
+    env.reset(seed=3)
+    parsed = SeatRole("kuhn_poker").parse(env, "player_0", text)
+    assert not parsed.valid and parsed.reason.startswith(reason)
+
+
+def test_lenient_parsing_reads_one_named_move_and_refuses_two():
+    env = games.make("kuhn_poker")
+    env.reset(seed=3)
+    role = SeatRole("kuhn_poker")
+    assert role.parse(env, "player_0", "With a king I will... BET!", lenient=True).move == "bet"
+    assert role.parse(env, "player_0", "\\boxed{I bet}", lenient=True).move == "bet"
+    two = role.parse(env, "player_0", "I will check, not bet", lenient=True)
+    assert not two.valid and "names more than one move (bet, check)" in two.reason
+
+
+FINITE = [g for g in games.list() if games.make(g).move_names is not None]
+# Text that mentions moves freely, but never holds an answer format (no box, no brackets).
+mentions = st.lists(
+    st.one_of(st.sampled_from(["check", "bet", "call", "fold", "raise", "a1", "b2", "column 3", "rock", "not", "I"]), st.text()),
+    max_size=8,
+).map(" ".join).filter(lambda t: "\\boxed" not in t and "[" not in t)
+
+
+@pytest.mark.parametrize("game", [*FINITE, "simple_negotiation"])
+@given(text=mentions)
+def test_text_without_the_answer_format_is_a_move_only_when_it_is_one(game, text):
+    env = games.make(game)
+    env.reset(seed=0)
+    agent = env.agent_selection
+    parsed = SeatRole(game).parse(env, agent, text)
+    if game == "simple_negotiation":
+        is_a_move = read_move(text) is not None
+    else:
+        is_a_move = bare(text) in env.move_names
+    assert parsed.valid <= is_a_move, f"{text!r} was read as {parsed.move!r}"
+    if not is_a_move:
+        assert parsed.reason.startswith("no \\boxed{} answer")
 
 
 def test_textarena_answers_are_bracketed_for_the_env():
