@@ -8,12 +8,12 @@ turns with rising ``attempt``.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
+
+from marl.rundir import write_atomic
 
 
 class Turn(BaseModel):
@@ -59,11 +59,7 @@ def write_jsonl(path: str | Path, episodes: Iterable[Episode]) -> None:
     """Write episodes, one JSON object per line, atomically (a reader never sees half a file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for episode in episodes:
-            f.write(episode.model_dump_json() + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, lambda f: f.writelines(episode.model_dump_json().encode("utf-8") + b"\n" for episode in episodes))
 
 
 def read_jsonl(path: str | Path) -> list[Episode]:

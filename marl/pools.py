@@ -19,6 +19,7 @@ the same match and the iteration completes with no lost and no duplicated episod
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -51,7 +52,11 @@ class PoolConfig(BaseModel):
     address: str | None = Field(
         None, description="join this Ray cluster ('auto', 'host:6379', 'ray://host:10001'); unset = start a local Ray"
     )
-    num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray (default: the machine's)")
+    num_cpus: int | None = Field(
+        None, ge=1,
+        description="CPUs of a local Ray (default: the machine's, or as many as the pool's actors ask for if more: "
+        "in sync training the learner and the rollout workers take turns, so they never compete for the cores)",
+    )  # fmt: skip
     num_gpus: float | None = Field(
         None, ge=0, description="GPUs of a local Ray (default: the machine's); logical ones schedule on a CPU box"
     )
@@ -180,14 +185,14 @@ class RayPool:
 
         self.config, self.member = config, member
         self.started_ray = not ray.is_initialized()
+        learner_bundles = [_bundle(config.learner)] if build_learner is not None else []
+        bundles = learner_bundles + [_bundle(config.rollout)] * config.rollout_workers
         if self.started_ray:
             ray.init(
-                address=config.address, num_cpus=None if config.address else config.num_cpus,
+                address=config.address, num_cpus=None if config.address else _local_cpus(config, bundles),
                 num_gpus=None if config.address else config.num_gpus, include_dashboard=False,
                 log_to_driver=False,
             )  # fmt: skip
-        learner_bundles = [_bundle(config.learner)] if build_learner is not None else []
-        bundles = learner_bundles + [_bundle(config.rollout)] * config.rollout_workers
         _check_fits(bundles, ray.cluster_resources())
         self.group = placement_group(bundles, strategy=config.strategy)
         ray.get(self.group.ready(), timeout=120)
@@ -303,15 +308,27 @@ def _placement() -> dict[str, Any]:
     }
 
 
+class PoolDoesNotFit(ValueError):
+    """The pool's actors ask for more than the Ray cluster has: a config error, found at start."""
+
+
+def _local_cpus(config: PoolConfig, bundles: list[dict[str, float]]) -> int:
+    """The CPUs a local Ray declares: the configured number, else the machine's, raised to what the
+    bundles ask for, so the default pool (a learner and two workers) starts on a 2-core machine."""
+    if config.num_cpus is not None:
+        return config.num_cpus
+    return max(os.cpu_count() or 1, math.ceil(sum(b.get("CPU", 0) for b in bundles)))
+
+
 def _check_fits(bundles: list[dict[str, float]], cluster: dict[str, float]) -> None:
     """Fail now, naming the shortfall, rather than wait on a placement group that cannot be placed."""
     for kind in ("CPU", "GPU"):
         wanted, have = sum(b.get(kind, 0) for b in bundles), cluster.get(kind, 0)
         if wanted > have:
             hint = " (on a machine without GPUs, pool.num_gpus declares logical ones)" if kind == "GPU" else ""
-            raise ValueError(
-                f"the pool asks for {wanted:g} {kind} (learner and rollout workers) but Ray has {have:g}; "
-                f"lower [pool] rollout_workers or their resources{hint}"
+            raise PoolDoesNotFit(
+                f"pool: the learner and rollout workers ask for {wanted:g} {kind} but Ray has {have:g}; lower "
+                f"pool.rollout_workers, pool.rollout.{kind.lower()}s or pool.learner.{kind.lower()}s{hint}"
             )
 
 

@@ -8,10 +8,12 @@ The run directory is the contract with analysis (DESIGN.md):
     events.jsonl        structlog JSON lines, each with run_id, iteration and kind
     episodes/           one JSONL shard per iteration, written atomically
     checkpoints/        iter_NNNNNN/ folders written atomically, and ``latest`` naming the newest
+    .lock               held while a trainer runs (``marl.rundir``)
 
 Every random choice derives from (seed, iteration), so a run resumed from its last checkpoint
 replays exactly what an uninterrupted run would have done. On resume, events and episode shards
-newer than the checkpoint are dropped first: nothing is lost, nothing duplicated.
+newer than the checkpoint are dropped first: nothing is lost, nothing duplicated. A run killed
+before its first checkpoint resumes from the start, its partial records dropped the same way.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from marl.models import load_hf, load_smollm2, load_tiny
 from marl.policy import Sampling
 from marl.pools import LearnerLost, LocalPool, MatchPlan, Members, RayPool
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
+from marl.rundir import RunLock, save_tensors, write_text
 from marl.scripted import ScriptedPolicy
 
 MEMBER = "policy"  # the trained player's name on every turn it plays
@@ -278,11 +281,11 @@ class Trainer:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
         tensors, meta = self._checkpoint_state()
-        torch.save({**tensors, "torch_rng": torch.get_rng_state()}, staging / "state.pt")
-        (staging / "state.json").write_text(json.dumps({"iteration": iteration, **meta}))
+        save_tensors(staging / "state.pt", {**tensors, "torch_rng": torch.get_rng_state()})
+        write_text(staging / "state.json", json.dumps({"iteration": iteration, **meta}))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(staging, final)
-        _atomic_write(folder / "latest", final.name)
+        write_text(folder / "latest", final.name)
         return final
 
     def _checkpoint_state(self) -> tuple[dict, dict]:
@@ -320,7 +323,7 @@ class Trainer:
                     continue
                 if record.get("iteration", 0) <= iteration and record.get("kind") != "end":
                     kept.append(line + "\n")
-            _atomic_write(events, "".join(kept))
+            write_text(events, "".join(kept))
         for shard in (self.run_dir / "episodes").glob("iter_*.jsonl"):
             if int(shard.stem.split("_")[1]) > iteration:
                 shard.unlink()
@@ -332,15 +335,20 @@ class Trainer:
         # collector's scans, which otherwise grow with the heap and tax every allocation
         # (measured: payoff bookkeeping 5x slower per match with torch and transformers loaded).
         gc.freeze()
-        if resume:
-            self._drop_after(self.load_checkpoint())
+        with RunLock(self.run_dir):
+            return self._run(resume, on_iteration)
+
+    def _run(self, resume: bool, on_iteration: Callable[[int, dict], None] | None) -> dict:
+        fresh = not (resume and (self.run_dir / "checkpoints" / "latest").exists())
+        if fresh:  # a new run, or one killed before its first checkpoint: made again from the start
+            self._drop_after(-1)
+            write_text(self.run_dir / "config.toml", tomli_w.dumps(self.config.model_dump(mode="json", exclude_none=True)))
         else:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            _atomic_write(self.run_dir / "config.toml", tomli_w.dumps(self.config.model_dump(mode="json", exclude_none=True)))
+            self._drop_after(self.load_checkpoint())
         stream, log = self._events()
         metrics: dict = {}
         try:
-            if not resume:
+            if fresh:
                 log.info("start", kind="start", iteration=0, **self._start_info())
             while self.iteration < self.config.iterations:
                 iteration = self.iteration + 1
@@ -383,8 +391,3 @@ def _pairs(baselines: dict[tuple[str, str], float]) -> list:
 def _unpairs(rows: list) -> dict[tuple[str, str], float]:
     return {(g, r): b for g, r, b in rows}
 
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

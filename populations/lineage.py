@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import networkx as nx
 
@@ -57,7 +57,7 @@ class Lineage:
     def load_state_dict(self, state: dict) -> None:
         self.graph = nx.node_link_graph(state, directed=True, edges="edges")
 
-    def write_graphml(self, path: str | Path) -> None:
+    def write_graphml(self, path: str | Path | IO[bytes]) -> None:
         flat = nx.DiGraph()
         for node, attrs in self.graph.nodes(data=True):
             flat.add_node(node, **{k: _scalar(v) for k, v in attrs.items()})

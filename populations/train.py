@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 import games
 from games import kuhn_analysis
@@ -45,7 +45,8 @@ from marl.learner import Learner, TrainSample, trainable_weights
 from marl.pools import LocalPool, Members
 from marl.rollout import RolloutEngine, SeatSpec
 from marl.scripted import ScriptedPolicy
-from marl.train import Trainer, _atomic_write, _pairs, _unpairs, load_model, trained_seat
+from marl.rundir import write_atomic, write_text
+from marl.train import Trainer, _pairs, _unpairs, load_model, trained_seat
 from populations.config import SAMPLING_HPARAMS, RunConfig
 from populations.league import League
 from populations.pbt import Exploit, exploit_and_explore
@@ -163,9 +164,7 @@ class PopulationTrainer(Trainer):
         resumes from is made again, the same, and overwrites its file."""
         folder = self.run_dir / "snapshots"
         folder.mkdir(parents=True, exist_ok=True)
-        staging = folder / f".{name}.tmp"
-        save_file(self.frozen[name], staging)
-        staging.replace(folder / f"{name}.safetensors")
+        write_atomic(folder / f"{name}.safetensors", lambda f: f.write(save(self.frozen[name])))
 
     # ---- one iteration -------------------------------------------------------------------------
 
@@ -305,8 +304,6 @@ class PopulationTrainer(Trainer):
         ``payoffs.csv`` (per seat pair: counts, mean, confidence interval) and the lineage as
         GraphML. ``state`` is the population's, as the checkpoint holds it."""
         state = {**state, "ratings": self.population.ratings()}
-        _atomic_write(self.run_dir / "population.json", json.dumps(state, indent=1, default=float))
-        _atomic_write(self.run_dir / "payoffs.csv", self.population.payoffs.to_frame().to_csv(index=False))
-        staging = self.run_dir / ".lineage.graphml.tmp"
-        self.population.lineage.write_graphml(staging)
-        staging.replace(self.run_dir / "lineage.graphml")
+        write_text(self.run_dir / "population.json", json.dumps(state, indent=1, default=float))
+        write_text(self.run_dir / "payoffs.csv", self.population.payoffs.to_frame().to_csv(index=False))
+        write_atomic(self.run_dir / "lineage.graphml", self.population.lineage.write_graphml)

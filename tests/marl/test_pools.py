@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from marl.config import load_config
-from marl.pools import LocalPool, MatchPlan, PoolConfig, RayPool, Resources, named_members
+from marl.pools import LocalPool, MatchPlan, PoolConfig, PoolDoesNotFit, RayPool, Resources, _local_cpus, named_members
 from marl.train import Trainer, remote_learner
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -33,8 +33,16 @@ def local_ray():
 
 def test_a_pool_that_cannot_fit_says_what_is_short(local_ray):
     config = PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5, gpus=1))
-    with pytest.raises(ValueError, match="asks for 2 GPU .* Ray has 1"):
+    with pytest.raises(PoolDoesNotFit, match="ask for 2 GPU but Ray has 1; lower pool.rollout_workers, pool.rollout.gpus"):
         RayPool(config, partial(named_members, "kuhn_poker", ["random"]), 8)
+
+
+def test_a_local_ray_declares_the_cpus_the_default_pool_asks_for_on_a_two_core_machine(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    bundles = [{"CPU": 1.0}] * 3  # the default: a learner and two rollout workers, a CPU each
+    assert _local_cpus(PoolConfig(kind="ray"), bundles) == 3
+    assert _local_cpus(PoolConfig(kind="ray"), bundles[:1]) == 2, "never fewer than the machine has"
+    assert _local_cpus(PoolConfig(kind="ray", num_cpus=1), bundles) == 1, "a declared number is kept (and checked)"
 
 
 def kuhn_plans(n: int, members=("tiny", "random")) -> list[MatchPlan]:

@@ -1,5 +1,6 @@
 """Self-play training end to end: config errors, a short run, exact resume after SIGKILL, SmolLM2."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from coevo.cli import app
+import marl.train
 from marl.config import ConfigError, load_config
 from marl.train import Trainer
 from populations.config import load_run_config
@@ -115,12 +117,13 @@ def test_a_short_run_writes_the_run_directory(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_exactly(tmp_path):
+@pytest.mark.parametrize("killed_after", [3, 1])  # 1: before the first checkpoint (every 2)
+def test_a_killed_run_resumes_exactly(tmp_path, killed_after):
     config = write(tmp_path, SHORT_KUHN.format(iterations=5))
     whole = tmp_path / "whole"
     assert runner.invoke(app, ["train", str(config), "--run-dir", str(whole), "--quiet"]).exit_code == 0
     killed = tmp_path / "killed"
-    train_killed_after([str(config)], killed, iteration=3)
+    train_killed_after([str(config)], killed, iteration=killed_after)
     result = runner.invoke(app, ["train", "--resume", str(killed), "--quiet"])
     assert result.exit_code == 0, result.output
     assert comparable(events(killed)) == comparable(events(whole))
@@ -130,6 +133,28 @@ def test_a_killed_run_resumes_exactly(tmp_path):
     assert shards == [f"iter_{i:06d}.jsonl" for i in range(1, 6)]
     for name in shards:
         assert (killed / "episodes" / name).read_text() == (whole / "episodes" / name).read_text()
+
+
+@pytest.mark.slow
+def test_a_full_disk_ends_the_run_with_one_line_and_it_resumes_exactly(tmp_path, monkeypatch):
+    config = write(tmp_path, SHORT_KUHN.format(iterations=4))
+    whole, full = tmp_path / "whole", tmp_path / "full"
+    assert runner.invoke(app, ["train", str(config), "--run-dir", str(whole), "--quiet"]).exit_code == 0
+    real_save = marl.train.save_tensors
+
+    def disk_fills_at_iteration_4(path, obj):
+        if path.parent.name == ".staging-000004":
+            os.symlink("/dev/full", path.with_name(f".{path.name}.tmp"))  # the next write gets ENOSPC
+        real_save(path, obj)
+
+    monkeypatch.setattr(marl.train, "save_tensors", disk_fills_at_iteration_4)
+    result = runner.invoke(app, ["train", str(config), "--run-dir", str(full), "--quiet"])
+    lines = [line for line in result.output.splitlines() if "No space left" in line]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert "state.pt" in lines[0] and f"coevo train --resume {full}" in lines[0]
+    monkeypatch.setattr(marl.train, "save_tensors", real_save)
+    assert runner.invoke(app, ["train", "--resume", str(full), "--quiet"]).exit_code == 0
+    assert comparable(events(full)) == comparable(events(whole))
 
 
 @pytest.mark.slow
