@@ -13,7 +13,6 @@ PosixPath('runs/kuhn_tiny-20261130-041527/report/index.html')
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Iterable
 from html import escape
 from pathlib import Path
@@ -21,19 +20,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.headline import is_headline
 from analysis.load import Run, Sweep, load_run, load_sweep
 from analysis.plots import run_figures, save_figure, sweep_figures
 
-# The metrics a reader looks at first; every other metric is one click away, under "all metrics".
-HEADLINE = re.compile(
-    r"""exploitability$             # Kuhn: distance from Nash (policy, member or population mixture)
-      | (?:^|/)rollout/invalid_rate$  # share of turns whose output did not parse to a legal move
-      | ^[^/]+/[^/]+/(?:return|win)$  # per game and seat (a population's per-member ones stay folded)
-      | ^eval/.*(?:win|accuracy)$     # against fixed opponents, or the executor's held-out tasks
-      | ^elo/                       # population members' online ratings
-      | ^forge/(?:p_hat|difficulty|valid_task_rate)$  # task forge's curriculum""",
-    re.VERBOSE,
-)
 SAMPLE_SEED = 0  # fixed, so the same run always shows the same transcripts
 POPULATION_FACTS = ("size", "matchmaker", "meta_solver", "snapshot_every")  # the rest is in config.toml
 WIDE_ASPECT = 2.0  # a figure more than twice as wide as tall gets a whole row of the page
@@ -165,7 +155,7 @@ def _run_metrics_section(metrics: pd.DataFrame) -> str:
         .agg(first=("value", "first"), final=("value", "last"), iteration=("iteration", "last"))
         .reset_index()
     )
-    headline = summary[summary["metric"].str.contains(HEADLINE)]
+    headline = summary[summary["metric"].map(is_headline)]  # the rest is one click away, under "all metrics"
     return (
         '<section id="metrics"><h2>Metrics</h2>'
         '<p class="muted">First and final logged value of each metric; "iteration" is where the final one was '
@@ -299,7 +289,7 @@ def _sweep_facts(sweep: Sweep) -> list[tuple[str, str]]:
 def _results_section(sweep: Sweep) -> str:
     """The results table: each run's settings and final headline metrics; the full table folds away."""
     results = sweep.results
-    headline = [c for c in results.columns if HEADLINE.search(c)]
+    headline = [c for c in results.columns if is_headline(c)]
     bookkeeping = [c for c in ("run", *sweep.settings, "status", "iteration") if c in results.columns]
     return (
         '<section id="results"><h2>Results</h2><p class="muted">One row per run: the settings that varied and '

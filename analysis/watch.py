@@ -1,9 +1,13 @@
 """``coevo watch RUN_DIR``: follow a training run from another terminal until it ends.
 
-It only reads the run directory (``events.jsonl`` and the latest episode shard), so it works on a
-run started anywhere, costs the run nothing, and can be stopped and started at will. Lines are
-read as they are completed; a half-written line waits for its end. A resumed run rewrites its
+It only reads the run directory (``events.jsonl``, the latest episode shard, the trainer's lock:
+``analysis.run_state``), so it works on a run started anywhere, costs the run nothing, and can be
+stopped and started at will. It says whether the run is running, stopped or finished and when it
+last wrote, and returns once it is finished or stopped: a stopped run writes nothing more. Lines
+are read as they are completed; a half-written line waits for its end. A resumed run rewrites its
 events file (dropping what came after the checkpoint): the file shrinking is noticed and read again.
+What players wrote is shown through ``analysis.printable``: the screen shows their control
+characters as escapes instead of obeying them.
 """
 
 from __future__ import annotations
@@ -21,12 +25,10 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-# shown first when present: what says most about a run at a glance
-HEADLINE = (
-    "kuhn/exploitability", "kuhn/population_exploitability", "forge/p_hat", "forge/difficulty",
-    "eval/executor/heldout_accuracy", "rollout/invalid_rate", "policy/grad_norm", "policy/entropy",
-    "loss/policy", "perf/rollout_tokens_per_s",
-)  # fmt: skip
+from analysis.headline import headline, scalars
+from analysis.printable import printable
+from analysis.run_state import RunState, is_run_dir, is_running, run_state
+
 SHOWN_METRICS = 14
 SHOWN_TURNS = 12  # of the last match: its end (a task forge match runs to ~40 turns)
 
@@ -62,45 +64,56 @@ class EventTail:
 
 
 def watch(run_dir: Path, console: Console, interval: float = 1.0, timeout: float | None = None) -> bool:
-    """Show the run's progress, latest metrics and last match, refreshed every ``interval`` seconds,
-    until it logs its end (True) or ``timeout`` seconds pass (False: still running, or killed)."""
+    """Show the run's state, progress, latest metrics and last match, refreshed every ``interval``
+    seconds, until it is finished (True), stopped (False: not running and no end logged) or
+    ``timeout`` seconds pass (False). A path that holds no run yet is waited for: watch may start
+    before the trainer writes anything (``coevo watch`` refuses a folder that is not a run dir)."""
     tail = EventTail(run_dir / "events.jsonl")
     planned, start = None, time.monotonic()
     with Live(console=console, auto_refresh=False, transient=False) as live:
         while True:
             planned = planned or _planned_iterations(run_dir)  # watch may start before the run writes it
+            running = is_running(run_dir)  # before the events: an end logged just before the lock's release is seen
             tail.poll()
-            ended = any(e.get("kind") == "end" for e in tail.events)
-            live.update(render(run_dir, tail.events, planned, ended), refresh=True)
-            if ended or (timeout is not None and time.monotonic() - start >= timeout):
-                return ended
+            state = run_state(run_dir, tail.events, planned, running)
+            live.update(render(state, tail.events), refresh=True)
+            if state.ended:
+                return True
+            if state.stopped and is_run_dir(run_dir):  # nothing more will come
+                return False
+            if timeout is not None and time.monotonic() - start >= timeout:
+                return False
             time.sleep(interval)
 
 
-def render(run_dir: Path, events: list[dict], planned: int | None, ended: bool) -> Group:
+STATE_STYLES = {"finished": "green", "running": "yellow", "stopped": "red"}
+
+
+def render(state: RunState, events: list[dict]) -> Group:
     """One screen: where the run is, its latest metrics, and the last match it played."""
     iterations = [e for e in events if e.get("kind") == "iteration"]
-    done = iterations[-1]["iteration"] if iterations else 0
-    state = "[green]finished[/green]" if ended else "[yellow]running or stopped[/yellow] (no end logged)"
+    done, planned = state.iteration, state.planned
+    said = state.describe()
     header = Table.grid(padding=(0, 2))
     header.add_row(
-        Text(str(events[0].get("run_id", run_dir.name)) if events else run_dir.name, style="bold"),
-        Text.from_markup(f"iteration {done}/{planned if planned is not None else '?'}"),
+        Text(printable(str(events[0].get("run_id", state.run_dir.name)) if events else state.run_dir.name), style="bold"),
+        Text(f"iteration {done}/{planned if planned is not None else '?'}"),
         ProgressBar(total=planned or max(done, 1), completed=done, width=40),
-        Text.from_markup(state),
+        Text(said, style=STATE_STYLES[said.split()[0]]),
     )
-    parts = [header, _metrics_table(iterations[-1] if iterations else {}), _last_match(run_dir, done)]
+    parts = [header, _metrics_table(iterations[-1] if iterations else {}), _last_match(state.run_dir, done)]
     return Group(*[p for p in parts if p is not None])
 
 
 def _metrics_table(latest: dict) -> Table | None:
-    scalars = {k: v for k, v in latest.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "iteration"}
-    if not scalars:
+    numbers = scalars(latest)
+    if not numbers:
         return None
-    ordered = [k for k in HEADLINE if k in scalars] + sorted(k for k in scalars if k not in HEADLINE)
+    first = headline(numbers)
+    ordered = first + sorted(set(numbers) - set(first))
     table = Table(title=f"iteration {latest['iteration']}", title_justify="left", show_header=False, box=None)
     for key in ordered[:SHOWN_METRICS]:
-        table.add_row(escape(key), f"{scalars[key]:.4g}")
+        table.add_row(_shown(key), f"{numbers[key]:.4g}")
     if len(ordered) > SHOWN_METRICS:
         table.add_row(f"… {len(ordered) - SHOWN_METRICS} more in events.jsonl", "")
     return table
@@ -122,12 +135,17 @@ def _last_match(run_dir: Path, iteration: int) -> Panel | None:
     if len(turns) > SHOWN_TURNS:
         rows.add_row("…", "", f"{len(turns) - SHOWN_TURNS} earlier turns", "")
     for turn in turns[-SHOWN_TURNS:]:
-        verdict = "" if turn["valid"] else f"[red]invalid: {escape(turn.get('reason', ''))}[/red]"
+        verdict = "" if turn["valid"] else f"[red]invalid: {_shown(turn.get('reason', ''))}[/red]"
         move = turn.get("move") or turn["text"][:60]
-        rows.add_row(escape(turn["seat"]), escape(turn["member"]), escape(" ".join(str(move).split())[:80]), verdict)
-    rewards = "  ".join(f"{escape(seat)} {reward:+g}" for seat, reward in episode["rewards"].items())
-    title = f"last match {escape(episode['match_id'])} ({escape(episode['game'])}): {rewards}"
+        rows.add_row(_shown(turn["seat"]), _shown(turn["member"]), _shown(" ".join(str(move).split())[:80]), verdict)
+    rewards = "  ".join(f"{_shown(seat)} {reward:+g}" for seat, reward in episode["rewards"].items())
+    title = f"last match {_shown(episode['match_id'])} ({_shown(episode['game'])}): {rewards}"
     return Panel(rows, title=title, title_align="left")
+
+
+def _shown(text: str) -> str:
+    """Text from the run, as rich markup that prints it literally and harmlessly."""
+    return escape(printable(str(text)))
 
 
 def _planned_iterations(run_dir: Path) -> int | None:

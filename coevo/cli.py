@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 import signal
+import tempfile
 import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 import games
+from games.sandbox import SandboxUnavailable
+from analysis.headline import summary_line
+from analysis.printable import printable
+from analysis.run_state import RUN_FILES, checkpoint_iteration, is_run_dir
+from coevo.errors import OneLineErrors, write_failure
 from coevo.transcript import TranscriptPrinter
 from marl.config import ConfigError
+from marl.episode import Turn
 from marl.players import is_model, make_player
-from marl.policy import Sampling
+from marl.policy import Policy, Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
+from marl.pools import PoolDoesNotFit
+from marl.rundir import RunDirBusy
+from marl.scripted import HumanPolicy
 from marl.train import Trainer
 from populations.coevolution import CoevolutionTrainer
 from populations.config import load_run_config
@@ -30,10 +40,44 @@ from populations.tournament import round_robin, standings
 from roles.rewards import forge_rewards
 from roles.seat import InvalidMoves
 
-app = typer.Typer(help="coevo: role-specialised LLM agents co-evolving in PettingZoo games.", no_args_is_help=True)
+app = typer.Typer(
+    cls=OneLineErrors, help="coevo: role-specialised LLM agents co-evolving in PettingZoo games.", no_args_is_help=True
+)
 console = Console()
 
 DEMO_GAMES = ("tictactoe", "kuhn_poker", "leduc_holdem", "simple_negotiation")
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr (coevo.errors), then exit with ``code``."""
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+def _writable_dir(folder: Path, option: str) -> None:
+    """Refuse, before any work, a folder the run could not write: a file, under a file, read-only."""
+    if folder.exists() and not folder.is_dir():
+        raise typer.BadParameter(f"{folder} is a file; give a folder for the run", param_hint=option)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        where = err.filename or folder
+        raise typer.BadParameter(f"cannot write {where}: {err.strerror}; give a folder you can write", param_hint=option) from None
+
+
+def _writable_file(path: Path, option: str) -> None:
+    """Refuse, before any work, a file that could not be written: a folder, in a missing or read-only folder."""
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a directory; give a file name, e.g. {path / 'episode.json'}", param_hint=option)
+    if not path.parent.is_dir():
+        raise typer.BadParameter(f"no folder {path.parent} to write {path.name} in; create it first", param_hint=option)
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as err:
+        raise typer.BadParameter(f"cannot write in {path.parent}: {err.strerror}", param_hint=option) from None
 
 
 def _check_game(name: str) -> str:
@@ -81,12 +125,19 @@ def tournament(
         console.print(table)
 
 
-def _check_player(name: str, game: str) -> str:
+def _check_player(name: str, game: str, option: str) -> str:
     try:
         make_player(name, game)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
+        raise typer.BadParameter(str(err), param_hint=option) from None
     return name
+
+
+def _player(name: str, game: str, rule: InvalidMoves) -> Policy:
+    """The seat's player; a person at this terminal is told what an invalid move costs under ``rule``."""
+    if name == "human":
+        return HumanPolicy(show=lambda text: console.print(escape(printable(text))), invalid=rule)
+    return make_player(name, game)
 
 
 FORGE_DEFAULTS = {"proposer": "sec", "executor": "skilled", "verifier": "noisy", "teacher": "hinter"}
@@ -114,7 +165,7 @@ def _game_options(game: str, items: list[str]) -> dict:
         options["reward_fn"] = forge_rewards
     try:
         games.make(game, **options)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, SandboxUnavailable) as err:
         raise typer.BadParameter(str(err), param_hint="--option") from None
     return options
 
@@ -151,34 +202,50 @@ def match(
     if game not in games.list():
         raise typer.BadParameter(f"unknown game {game!r}; choose from: {', '.join(games.list())}", param_hint="GAME")
     if mode not in ("generate", "choose"):
-        raise typer.BadParameter(f"mode must be generate or choose, got {mode!r}", param_hint="--mode")
+        raise typer.BadParameter(f"must be generate or choose, got {mode!r}", param_hint="--mode")
     try:
         rule = InvalidMoves.parse(invalid)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--invalid") from None
+    if json_path is not None:  # before any work: loading a model takes seconds, a match minutes
+        _writable_file(json_path, "--json")
     game_kwargs = _game_options(game, option or [])
-    names = {**_default_players(game, p0, p1, game_kwargs), **_pairs_of(seat or [], "--seat")}
-    unknown = set(names) - set(games.make(game, **game_kwargs).possible_agents)
+    env = games.make(game, **game_kwargs)
+    seated = _pairs_of(seat or [], "--seat")
+    names = {**_default_players(game, p0, p1, game_kwargs), **seated}
+    unknown = set(names) - set(env.possible_agents)
     if unknown:
         raise typer.BadParameter(f"{game} has no seats {sorted(unknown)}", param_hint="--seat")
-    for name in names.values():
-        _check_player(name, game)
+    if mode == "choose" and env.move_names is None and any(is_model(name) for name in names.values()):
+        raise typer.BadParameter(
+            f"forced choice needs a game with a move list; {game} takes free text (use --mode generate)", param_hint="--mode"
+        )
+    options = {"player_0": "--p0", "player_1": "--p1"}
+    for who, name in names.items():  # loads the models named
+        _check_player(name, game, "--seat" if who in seated else options.get(who, "--seat"))
     sampling = Sampling(temperature, 1.0, max_new_tokens)
     seats = {
-        seat: SeatSpec(make_player(name, game), name, mode if is_model(name) else "generate", sampling, invalid=rule)
-        for seat, name in names.items()
+        who: SeatSpec(_player(name, game, rule), name, mode if is_model(name) else "generate", sampling, invalid=rule)
+        for who, name in names.items()
     }
     spec = MatchSpec(game, seed, seats, game_kwargs=game_kwargs)
     printer = TranscriptPrinter(console, show_prompt)
-    printer.start(spec, games.make(game, **game_kwargs).rules_text)
-    try:
-        [episode] = RolloutEngine(concurrency=1, on_turn=printer.turn).play([spec])
-    except ValueError as err:  # e.g. forced choice in a free-text game
-        raise typer.BadParameter(str(err)) from None
+
+    def on_turn(spec: MatchSpec, turn: Turn) -> None:
+        printer.turn(spec, turn)
+        player = spec.seats[turn.seat].policy
+        if isinstance(player, HumanPolicy):
+            player.heard(turn)  # so it can say how many tries are left
+
+    printer.start(spec, env.rules_text)
+    [episode] = RolloutEngine(concurrency=1, on_turn=on_turn).play([spec])
     printer.end(episode)
     if json_path is not None:
-        json_path.write_text(episode.model_dump_json(indent=2))
-        console.print(f"episode written to {json_path}")
+        try:
+            json_path.write_text(episode.model_dump_json(indent=2), encoding="utf-8")
+        except OSError as err:
+            _fail(f"error: could not write {json_path}: {err.strerror}; the match was played but not saved", 1)
+        console.print(f"episode written to {escape(str(json_path))}")
 
 
 @app.command()
@@ -196,7 +263,14 @@ def train(
     """Self-play training with role-conditioned advantages, of one policy or (with \\[population])
     of a population; writes a run directory."""
     if (config is None) == (resume is None):
-        raise typer.BadParameter("give a CONFIG to start a run, or --resume RUN_DIR to continue one")
+        raise typer.BadParameter(
+            "give a CONFIG to start a run, or --resume RUN_DIR to continue one (not both)", param_hint="CONFIG / --resume"
+        )
+    if resume is not None and not is_run_dir(resume):
+        raise typer.BadParameter(
+            f"{resume} is not a run directory (it holds no {' or '.join(RUN_FILES)}); give the one coevo train printed",
+            param_hint="--resume",
+        )
     try:
         cfg = load_run_config(
             config if config is not None else resume / "config.toml",
@@ -207,26 +281,55 @@ def train(
             ],
         )
     except ConfigError as err:
-        console.print(f"[red]config error:[/red] {escape(str(err))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(f"config error: {err}")
+    start = 0
     if resume is not None:
-        if not (resume / "checkpoints" / "latest").exists():
-            raise typer.BadParameter(f"{resume} has no checkpoint to resume from", param_hint="--resume")
-        folder = resume
+        folder, start = resume, checkpoint_iteration(resume) or 0
+        if start >= cfg.iterations:
+            console.print(
+                f"{escape(str(folder))} already finished at iteration {start} of {cfg.iterations}; to extend it: "
+                f"coevo train --resume {escape(str(folder))} --iterations {2 * start}  (any number above {start})",
+                soft_wrap=True,
+            )
+            return
+        _writable_dir(folder, "--resume")
     else:
         folder = run_dir or Path("runs") / f"{config.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if folder.exists() and any(folder.iterdir()):
-            raise typer.BadParameter(f"{folder} already holds a run; use --resume {folder} or another --run-dir")
+        if folder.is_dir() and any(folder.iterdir()):
+            raise typer.BadParameter(
+                f"{folder} already holds a run; use --resume {folder} or another --run-dir", param_hint="--run-dir"
+            )
+        _writable_dir(folder, "--run-dir")
+    try:
+        final = _run(cfg, folder, resume is not None, start, quiet)
+    except RunDirBusy as err:
+        _fail(f"error: {err}")
+    except (PoolDoesNotFit, SandboxUnavailable) as err:  # found once the trainer builds its pool and games
+        _fail(f"config error: {err}")
+    except OSError as err:
+        message = write_failure(err, folder, resumable=(folder / "checkpoints" / "latest").exists())
+        if message is None:
+            raise
+        _fail(message, 1)
+    console.print(f"done: {escape(summary_line(final)) or 'no metrics logged'}", soft_wrap=True)
+    console.print(f"run directory: {escape(str(folder))}   metrics: {escape(str(folder / 'events.jsonl'))}", soft_wrap=True)
+
+
+def _run(cfg, folder: Path, resume: bool, start: int, quiet: bool) -> dict:
+    """The trainer's run, with a progress line of the run's headline metrics; its last metrics."""
     if cfg.roles is not None:
         trainer = CoevolutionTrainer(cfg, folder)
     else:
         trainer = (Trainer if cfg.population is None else PopulationTrainer)(cfg, folder)
-    console.print(f"run directory: {folder}   metrics: {folder / 'events.jsonl'}")
+    console.print(f"run directory: {escape(str(folder))}   metrics: {escape(str(folder / 'events.jsonl'))}", soft_wrap=True)
+    # what the metrics have of the line: on a narrow terminal they give way, never the iteration count
+    room = max(console.width - len(f"iteration {cfg.iterations}/{cfg.iterations}") - 20 - len("-:--:--") - 3, 10)
     with Progress(
-        TextColumn("[bold]iteration {task.completed}/{task.total}"), BarColumn(), TimeRemainingColumn(),
-        TextColumn("{task.description}"), console=console, disable=quiet,
+        TextColumn("[bold]iteration {task.completed}/{task.total}"), BarColumn(bar_width=20), TimeRemainingColumn(),
+        TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", max_width=room)),
+        console=console, disable=quiet,
     ) as progress:  # fmt: skip
-        task = progress.add_task("", total=cfg.iterations, completed=0)
+        task = progress.add_task("", total=cfg.iterations, completed=start)
 
         stop = threading.Event()
 
@@ -237,14 +340,12 @@ def train(
             console.print("stopping after this iteration (Ctrl-C again to stop now)")
 
         def show(iteration: int, metrics: dict) -> None:
-            progress.update(task, completed=iteration, description=_headline(metrics))
+            progress.update(task, completed=iteration, description=escape(summary_line(metrics)))
             if stop.is_set():
                 raise KeyboardInterrupt  # here, between iterations, never inside a Ray or torch call
 
         signal.signal(signal.SIGINT, request_stop)
-        final = trainer.run(resume=resume is not None, on_iteration=show)
-    console.print(f"done: {_headline(final)}")
-    console.print(f"run directory: {folder}   metrics: {folder / 'events.jsonl'}")
+        return trainer.run(resume=resume, on_iteration=show)
 
 
 @app.command()
@@ -258,8 +359,7 @@ def sweep(
     try:
         total = len(expand(load_sweep(spec)))
     except ConfigError as err:
-        console.print(f"[red]config error:[/red] {escape(str(err))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(f"config error: {err}")
     with Progress(TextColumn("[bold]runs {task.completed}/{task.total}"), BarColumn(), TimeRemainingColumn(), console=console) as bar:
         task = bar.add_task("", total=total)
         table = run_sweep(spec, folder, on_done=lambda name: bar.advance(task))
@@ -284,8 +384,7 @@ def report(
     try:
         index = write_report(folder, transcripts=transcripts)
     except FileNotFoundError as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(f"error: {err}")
     console.print(f"report: {index}")
 
 
@@ -295,24 +394,21 @@ def watch(
     interval: Annotated[float, typer.Option(min=0.05, help="Seconds between looks at the run.")] = 1.0,
     timeout: Annotated[float | None, typer.Option(min=0, help="Stop following after this many seconds.")] = None,
 ) -> None:
-    """Follow a run in the terminal: progress, latest metrics and the last match, until it ends."""
+    """Follow a run in the terminal: whether it is running, stopped or finished, its progress,
+    latest metrics and last match; until it finishes (exit 0) or is found stopped (exit 1)."""
     from analysis.watch import watch as follow
 
     if not run_dir.is_dir():
-        console.print(f"[red]error:[/red] {escape(str(run_dir))} is not a directory; give the run directory coevo train printed")
-        raise typer.Exit(2)
+        raise typer.BadParameter(f"{run_dir} is not a directory; give the run directory coevo train printed", param_hint="RUN_DIR")
+    if not is_run_dir(run_dir):
+        raise typer.BadParameter(
+            f"{run_dir} is not a run directory (a run directory holds {' and '.join(RUN_FILES)}, written by coevo train); "
+            "give the one coevo train printed",
+            param_hint="RUN_DIR",
+        )
     finished = follow(run_dir, console, interval=interval, timeout=timeout)
     if not finished:
         raise typer.Exit(1)
-
-
-def _headline(metrics: dict) -> str:
-    keys = {
-        "kuhn/exploitability": "exploitability", "kuhn/population_exploitability": "population exploitability",
-        "rollout/invalid_rate": "invalid", "policy/grad_norm": "grad", "forge/p_hat": "p̂",
-        "forge/difficulty": "difficulty", "eval/executor/heldout_accuracy": "held-out accuracy",
-    }  # fmt: skip
-    return "  ".join(f"{label} {metrics[k]:.3f}" for k, label in keys.items() if k in metrics)
 
 
 if __name__ == "__main__":

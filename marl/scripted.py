@@ -3,7 +3,9 @@
 Both read the live game from the request (``env``, ``agent``) rather than the prompt. A scripted
 player answers with its move's name, which the seat's role parses like any model output; scoring
 gives its chosen move log-prob 0 and every other candidate -inf (it is deterministic given its
-seed).
+seed). A human is shown what a person needs: the state (the rules are printed once, by whoever
+seats them, and a model's answer-format instructions not at all), what an invalid move costs,
+and how many tries are left.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from games.play import Player
+from marl.episode import Turn
 from marl.policy import Request, Response
-from roles.seat import extract_answer
+from roles.seat import InvalidMoves, extract_answer
 
 
 def move_text(env, action) -> str:
@@ -61,18 +64,40 @@ class ScriptedPolicy:
             self.player.load_state_dict(state)
 
 
+def invalid_move_costs(rule: InvalidMoves, attempt: int) -> str:
+    """What an invalid move does to a seat answering for the ``attempt``-th time (0 = the first),
+    in words for the person or log reading it."""
+    if rule.kind == "retry" and attempt < rule.retries:
+        left = rule.retries - attempt
+        return f"an invalid move gets {left} more {'try' if left == 1 else 'tries'}, then forfeits the match"
+    if rule.kind == "random_legal":
+        return f"an invalid move is replaced by a random legal move, at a penalty of {rule.penalty:+g}"
+    return f"{'last try: ' if rule.kind == 'retry' else ''}an invalid move forfeits the match"
+
+
 class HumanPolicy:
-    """A person at the terminal: shown the observation and legal moves, asked for a move."""
+    """A person at the terminal: shown the state and legal moves, told what an invalid move costs
+    now, asked for a move.
+
+    ``invalid`` must be the seat's rule (``SeatSpec.invalid``), and :meth:`heard` must hear each of
+    the seat's turns (``RolloutEngine(on_turn=...)``), for it to count the tries left: the
+    engine's requests do not say which try a turn is."""
 
     name = "human"
 
-    def __init__(self, ask: Callable[[str], str] = input, show: Callable[[str], None] = print):
-        self.ask, self.show = ask, show
+    def __init__(
+        self, ask: Callable[[str], str] = input, show: Callable[[str], None] = print, invalid: InvalidMoves = InvalidMoves()
+    ):
+        self.ask, self.show, self.invalid = ask, show, invalid
+        self.attempt: dict[str, int] = {}  # seat -> which try its next answer is (0 = the first)
 
     def act(self, requests: Sequence[Request]) -> list[Response]:
         responses = []
         for r in requests:
-            self.show(r.shown)
+            attempt = self.attempt.get(r.agent, 0)
+            if attempt == 0:  # a retry asks about the state just shown
+                self.show(f"\n{_state(r)}")
+            self.show(f"({invalid_move_costs(self.invalid, attempt)})")
             try:
                 answer = self.ask(f"{r.agent}, your move: ")
             except EOFError:  # input closed: an empty answer, handled like any invalid move
@@ -80,5 +105,18 @@ class HumanPolicy:
             responses.append(Response(answer, finish_reason="human"))
         return responses
 
+    def heard(self, turn: Turn) -> None:
+        """How one of its answers went: an invalid one that the rule retries makes the next a retry."""
+        retried = not turn.valid and turn.action is None and self.invalid.kind == "retry" and turn.attempt < self.invalid.retries
+        self.attempt[turn.seat] = turn.attempt + 1 if retried else 0
+
     def score(self, requests: Sequence[Request], candidates: Sequence[Sequence[str]]) -> list[list[Response]]:
         return [_one_hot(r.text.strip(), options) for r, options in zip(self.act(requests), candidates)]
+
+
+def _state(request: Request) -> str:
+    """What a person is shown of a turn: the seat's observation without the rules paragraph that
+    opens it (printed once, at the start of the match)."""
+    if request.env is None:
+        return request.shown
+    return request.shown.removeprefix(f"{request.env.rules_text}\n\n")
