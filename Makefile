@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 # Debian packages, when missing and we are root with apt-get (as on CI); `apt-get update` only if
 # the first try fails: bubblewrap, the sandbox for model-written programs (games/sandbox.py; without
-# it, an rlimit fallback), and chromium with its driver, for the test that opens the HTML report in
+# it task forge refuses to run model code), and chromium with its driver, for the test that opens the HTML report in
 # a browser. Otherwise one line says what is missing. Never fails the build.
 system-deps:
 	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="bubblewrap"; \
@@ -32,7 +32,7 @@ system-deps:
 	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 || { \
 	        apt-get update -qq >/dev/null 2>&1 && \
 	        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1; }; } \
-	    || echo "system-deps: could not install$$missing (needs root and apt): the sandbox falls back to rlimits, the report's browser test fails"; }
+	    || echo "system-deps: could not install$$missing (needs root and apt): task forge needs bubblewrap (or [forge] sandbox = \"rlimit\"), the report's browser test fails"; }
 
 install: system-deps $(VENV)/.installed
 
@@ -42,5 +42,9 @@ demo: install
 test: install
 	$(BIN)/python -m pytest
 
+# Every benchmark the README quotes, with the arguments it quotes (about an hour on 2 cores).
+BENCHMARKS := env_speed.py rollout_speed.py learner_speed.py pool_overhead.py "learning_kuhn.py --seeds 0 1" \
+	"population_emergence.py --seeds 0 1" population_overhead.py coevolution_curricula.py
+
 bench: install
-	$(BIN)/python benchmarks/env_speed.py
+	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b"; $(BIN)/python benchmarks/$$b || exit 1; done
