@@ -447,14 +447,16 @@ def test_task_forge_without_bubblewrap_is_one_line_saying_how_to_install_it_or_o
 
 @pytest.mark.slow
 def test_a_ray_pool_that_cannot_fit_is_one_line_naming_the_fields(tmp_path):
-    result = runner.invoke(app, [
-        "train", "examples/kuhn_tiny.toml", "--pool", "ray", "--set", "pool.num_cpus=1", "--iterations", "1",
-        "--run-dir", str(tmp_path / "run"), "--quiet",
-    ])  # fmt: skip
-    lines = [line for line in result.output.splitlines() if "pool" in line and "Ray has" in line]
-    assert result.exit_code == 2 and len(lines) == 1, result.output
+    # A process of its own, as a user runs it: Ray's loggers outlive a CliRunner's captured streams.
+    done = subprocess.run(
+        [sys.executable, "-m", "coevo.cli", "train", "examples/kuhn_tiny.toml", "--pool", "ray", "--set",
+         "pool.num_cpus=1", "--iterations", "1", "--run-dir", str(tmp_path / "run"), "--quiet"],
+        capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=300,
+    )  # fmt: skip
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if "pool" in line and "Ray has" in line]
+    assert done.returncode == 2 and len(lines) == 1, done.stdout + done.stderr
     assert "ask for 3 CPU but Ray has 1" in lines[0] and "pool.rollout_workers" in lines[0]
-    assert "Traceback" not in result.output
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 def test_a_task_forge_answer_without_a_box_shows_as_invalid_and_the_match_goes_on():
@@ -466,3 +468,10 @@ def test_a_task_forge_answer_without_a_box_shows_as_invalid_and_the_match_goes_o
     assert "invalid ✗ no \\boxed{answer} in the output" in result.output
     assert "the game took it as written; the match goes on" in result.output
     assert "forfeit" not in result.output.split("result")[-1]
+
+
+def test_a_run_dir_on_a_filesystem_that_refuses_writes_is_one_line_before_work():
+    target = Path("/sys/coevo-run")  # sysfs: no new folders, even for root
+    result = runner.invoke(app, ["train", "examples/kuhn_tiny.toml", "--run-dir", str(target), "--quiet"])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"cannot write {target}" in result.output and "--run-dir" in result.output and not target.exists()
