@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import tempfile
 import threading
@@ -33,7 +34,7 @@ from marl.rundir import RunDirBusy
 from marl.scripted import HumanPolicy
 from marl.train import Trainer
 from populations.coevolution import CoevolutionTrainer
-from populations.config import load_run_config
+from populations.config import RunConfig, load_run_config
 from populations.sweep import expand, load_sweep, run_sweep
 from populations.train import PopulationTrainer
 from populations.tournament import round_robin, standings
@@ -409,6 +410,17 @@ def watch(
     finished = follow(run_dir, console, interval=interval, timeout=timeout)
     if not finished:
         raise typer.Exit(1)
+
+
+config_app = typer.Typer(cls=OneLineErrors, help="The run config's own description.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("schema")
+def config_schema() -> None:
+    """Print the JSON schema of a run config (every table, field, default and description), for
+    editors and for configs written by programs."""
+    typer.echo(json.dumps(RunConfig.model_json_schema(), indent=2))
 
 
 if __name__ == "__main__":

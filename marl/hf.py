@@ -19,6 +19,7 @@ Shapes: B requests, L prompt length (padded), T new tokens, V vocabulary, K cand
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +31,12 @@ from marl.policy import Request, Response
 BASE = "__base__"  # peft's name for "no adapter" in a mixed batch
 SCORE_CHUNK = 64  # (prompt, candidate) pairs per forward pass in score()
 PREFIX_MIN = 16  # shared leading tokens worth computing once per batch
+
+
+def adapter_of(parameter: str) -> str | None:
+    """The LoRA adapter a parameter belongs to (peft names it right after ``lora_A``, ``lora_B``…)."""
+    parts = parameter.split(".")
+    return next((parts[i + 1] for i, part in enumerate(parts[:-1]) if part.startswith("lora_")), None)
 
 
 @dataclass
@@ -118,13 +125,34 @@ class HFPolicy:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids)
         self.adapters: set[str] = set()
 
-    def add_adapter(self, name: str, config: LoraConfig) -> None:
-        """A new LoRA member on the shared base (its B matrices start at zero: it plays as the base)."""
+    def add_adapter(self, name: str, config: LoraConfig, trainable: bool = True) -> None:
+        """A new LoRA member on the shared base (its B matrices start at zero: it plays as the base);
+        ``trainable = False`` for a frozen one (a snapshot). Every other parameter keeps whether it
+        requires grad: peft would leave only its active adapter trainable, silently stopping the
+        other members' learners."""
         if not self.adapters:
             self.model = get_peft_model(self.model, config, adapter_name=name).eval()
         else:
-            self.model.add_adapter(name, config)
+            with self._keeping_grad_flags():
+                self.model.add_adapter(name, config)
+        for param_name, param in self.model.named_parameters():
+            if adapter_of(param_name) == name:
+                param.requires_grad_(trainable)
         self.adapters.add(name)
+
+    def remove_adapter(self, name: str) -> None:
+        """Free an adapter (an evicted snapshot); the others keep their weights and grad flags."""
+        with self._keeping_grad_flags():
+            self.model.delete_adapter(name)
+        self.adapters.discard(name)
+
+    @contextmanager
+    def _keeping_grad_flags(self):
+        flags = {n: p.requires_grad for n, p in self.model.named_parameters()}
+        yield
+        for param_name, param in self.model.named_parameters():
+            if param_name in flags:
+                param.requires_grad_(flags[param_name])
 
     def encode(self, conversations: Sequence[list[dict[str, str]] | str]) -> list[list[int]]:
         """Token ids of each conversation under the chat template (a plain string as is), ready

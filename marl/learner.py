@@ -5,6 +5,8 @@ inner epoch is exactly REINFORCE with the given advantages: ratio 1, nothing cli
 ``epochs`` passes over the batch, each one optimiser step accumulated over micro-batches.
 
 Full fine-tuning or LoRA is decided by which parameters require grad (peft freezes the base).
+A learner given an ``adapter`` trains that LoRA adapter alone: several learners then share one
+base in memory, each with its own adapter and optimiser state (population members).
 The optional KL term pulls towards a reference: the initial weights (``magnet_rate = 0``) or a
 slowly moving average of the policy's own weights — the "magnet" of magnetic mirror descent
 (Sokota et al. 2023, https://arxiv.org/abs/2206.05825), which damps the last-iterate cycling of
@@ -32,7 +34,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from marl.credit import kickstart_kl
-from marl.hf import HFPolicy
+from marl.hf import HFPolicy, adapter_of
 from marl.losses import ppo_clip_loss
 from marl.policy import choice_logprobs
 
@@ -63,9 +65,30 @@ class OptimConfig(BaseModel):
     )
 
 
-def trainable_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The weights training changes (all of them, or just the LoRA adapter), as a copy."""
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+MAGNET = "@magnet"  # suffix of a LoRA learner's reference adapter (snapshots end in @<iteration>)
+ANY_ADAPTER = "{adapter}"  # stands for the adapter's name in one adapter's weights: they load into any adapter
+
+
+def trainable_weights(model: torch.nn.Module, adapter: str | None = None) -> dict[str, torch.Tensor]:
+    """The weights training changes (all of them, or the LoRA adapters), as a copy; with
+    ``adapter``, that adapter's alone, its name written as ``ANY_ADAPTER`` so that they load into
+    another adapter (a snapshot, a PBT copy) with :func:`load_weights`."""
+    if adapter is None:
+        return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    return {
+        n.replace(f".{adapter}.", f".{ANY_ADAPTER}."): p.detach().clone()
+        for n, p in model.named_parameters() if adapter_of(n) == adapter
+    }  # fmt: skip
+
+
+def load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor], adapter: str | None = None) -> None:
+    """Load what :func:`trainable_weights` gave (into ``adapter`` when given). A name that matches
+    no parameter is an error: ``load_state_dict(strict=False)`` would skip it without a word."""
+    if adapter is not None:
+        weights = {n.replace(f".{ANY_ADAPTER}.", f".{adapter}."): w for n, w in weights.items()}
+    unexpected = model.load_state_dict(weights, strict=False).unexpected_keys
+    if unexpected:
+        raise KeyError(f"{len(unexpected)} weights match no parameter of the model, e.g. {unexpected[0]}")
 
 
 @dataclass
@@ -114,10 +137,12 @@ class Learner:
         teacher: HFPolicy | None = None,
         kickstart_coef: float | None = None,
         teacher_adapter: str | None = None,
+        adapter: str | None = None,
     ):
         """``updates``: how many ``update`` calls the run will make, for the learning-rate schedule.
         ``teacher``: the kickstarting teacher (``teacher_adapter``: which of its LoRA adapters, None
-        for its base). ``kickstart_coef``: λ, overriding ``config.kickstart_coef`` when given."""
+        for its base). ``kickstart_coef``: λ, overriding ``config.kickstart_coef`` when given.
+        ``adapter``: train only this LoRA adapter of a base that other learners share."""
         if kickstart_coef is not None:
             config = config.model_copy(update={"kickstart_coef": kickstart_coef})
         self.policy = policy
@@ -126,15 +151,25 @@ class Learner:
         if teacher is not None:
             _check_same_vocabulary(policy, teacher)
         self._check_kickstart(config.kickstart_coef)
-        self.params = [p for p in policy.model.parameters() if p.requires_grad]
+        self.adapter = adapter
+        if adapter is None:
+            self.params = [p for p in policy.model.parameters() if p.requires_grad]
+        else:
+            self.params = [p.requires_grad_(True) for n, p in policy.model.named_parameters() if adapter_of(n) == adapter]
         if not self.params:
             raise ValueError(f"{policy.name} has no trainable parameters")
         self.optimizer = torch.optim.AdamW(self.params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
         decay = (lambda done: 1 - done / updates) if config.lr_schedule == "linear" else (lambda done: 1.0)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
-        self.reference = None
-        if config.kl_coef:
+        self.reference = None  # the KL's reference, full weights: a frozen copy of the model
+        self.reference_adapter = None  # ... LoRA: a frozen adapter beside the trained one, on the same base
+        if config.kl_coef and adapter is None:
             self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
+        elif config.kl_coef:
+            self.reference_adapter = adapter + MAGNET
+            if self.reference_adapter not in policy.adapters:
+                policy.add_adapter(self.reference_adapter, copy.deepcopy(policy.model.peft_config[adapter]), trainable=False)
+            load_weights(policy.model, self.weights(), self.reference_adapter)
 
     def _chunks(self, samples: Sequence[TrainSample]) -> list[Sequence[TrainSample]]:
         """Micro-batches, each all free-text or all forced-choice turns."""
@@ -144,19 +179,22 @@ class Learner:
             chunks += [same[i : i + size] for i in range(0, len(same), size)]
         return chunks
 
-    def _logprobs(self, chunk: Sequence[TrainSample], model=None, entropy: bool = False):
-        """(N, K) log-probs, mask and entropy: per token, or per decision for forced choice."""
-        policy = self.policy
-        if model is not None:  # the reference: same tokenizer and code path, other weights
+    def _logprobs(self, chunk: Sequence[TrainSample], reference: bool = False, entropy: bool = False):
+        """(N, K) log-probs, mask and entropy: per token, or per decision for forced choice; under
+        the KL's reference when asked (same tokenizer and code path, other weights)."""
+        policy, adapter = self.policy, {s.adapter: s.adapter for s in chunk}
+        if reference and self.reference_adapter is not None:
+            adapter = dict.fromkeys(adapter, self.reference_adapter)
+        elif reference:
             policy = copy.copy(self.policy)
-            policy.model = model
+            policy.model = self.reference
         if not chunk[0].forced:
             return policy.completion_logprobs(
-                [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], [s.adapter for s in chunk], entropy
+                [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], [adapter[s.adapter] for s in chunk], entropy
             )
         pairs = [(s, c) for s in chunk for c in s.candidates]
         token_lp, real, _ = policy.completion_logprobs(
-            [s.prompt_ids for s, _ in pairs], [c for _, c in pairs], [s.adapter for s, _ in pairs]
+            [s.prompt_ids for s, _ in pairs], [c for _, c in pairs], [adapter[s.adapter] for s, _ in pairs]
         )  # (sum of candidates, K), completions end-aligned
         chosen, ent, start = [], [], 0
         for s in chunk:
@@ -205,7 +243,7 @@ class Learner:
         chunks = self._chunks(samples)
         with torch.no_grad():
             old = [self._logprobs(c)[0] for c in chunks]
-            ref = [self._logprobs(c, self.reference)[0] for c in chunks] if self.reference is not None else None
+            ref = [self._logprobs(c, reference=True)[0] for c in chunks] if self._has_reference else None
         kickstart = self.teacher is not None and cfg.kickstart_coef > 0
         free_text = sum(len(c) for c in chunks if not c[0].forced)
         stats: dict[str, float] = {}
@@ -256,11 +294,21 @@ class Learner:
     @torch.no_grad()
     def _pull_reference(self) -> None:
         """Move the magnet a step towards the policy (magnetic mirror descent's reference update)."""
-        if self.reference is None or not self.config.magnet_rate:
+        if not (self._has_reference and self.config.magnet_rate):
             return
         tau = self.config.magnet_rate
-        for ref, live in zip(self.reference.parameters(), self.policy.model.parameters()):
+        for ref, live in self._reference_pairs():
             ref.lerp_(live, tau)
+
+    def _reference_pairs(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(reference parameter, the policy's parameter it follows)."""
+        if self.reference is not None:
+            return list(zip(self.reference.parameters(), self.policy.model.parameters()))
+        params = dict(self.policy.model.named_parameters())
+        return [
+            (params[n.replace(f".{self.adapter}.", f".{self.reference_adapter}.")], p)
+            for n, p in params.items() if adapter_of(n) == self.adapter
+        ]  # fmt: skip
 
     def set_hparams(self, values: dict[str, float]) -> None:
         """Change optimisation settings mid-run (PBT's explore); a new ``lr`` keeps the schedule's
@@ -276,10 +324,10 @@ class Learner:
                 group["lr"] = base * factor
 
     def weights(self) -> dict[str, torch.Tensor]:
-        return trainable_weights(self.policy.model)
+        return trainable_weights(self.policy.model, self.adapter)
 
     def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        self.policy.model.load_state_dict(weights, strict=False)
+        load_weights(self.policy.model, weights, self.adapter)
 
     def state_dict(self) -> dict:
         """Everything to resume from: the trained weights, optimiser, schedule and magnet."""
@@ -288,6 +336,8 @@ class Learner:
         }
         if self.reference is not None:
             state["reference"] = self.reference.state_dict()
+        elif self.reference_adapter is not None:
+            state["reference"] = trainable_weights(self.policy.model, self.reference_adapter)
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -296,3 +346,9 @@ class Learner:
         self.schedule.load_state_dict(state["schedule"])
         if self.reference is not None:
             self.reference.load_state_dict(state["reference"])
+        elif self.reference_adapter is not None:
+            load_weights(self.policy.model, state["reference"], self.reference_adapter)
+
+    @property
+    def _has_reference(self) -> bool:
+        return self.reference is not None or self.reference_adapter is not None

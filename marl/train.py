@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import time
+import zlib
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -44,7 +45,7 @@ from marl.config import TrainConfig
 from marl.episode import Episode, write_jsonl
 from marl.evaluate import kuhn_strategy, results_against
 from marl.hf import HFPolicy
-from marl.learner import Learner, TrainSample, trainable_weights
+from marl.learner import Learner, TrainSample, load_weights, trainable_weights
 from marl.models import load_hf, load_smollm2, load_tiny
 from marl.policy import Sampling
 from marl.pools import LearnerLost, LocalPool, MatchPlan, Members, RayPool
@@ -55,8 +56,9 @@ from marl.scripted import ScriptedPolicy
 MEMBER = "policy"  # the trained player's name on every turn it plays
 
 
-def load_model(config: TrainConfig) -> HFPolicy:
-    """A fresh copy of the configured model (never the process-wide cached one: training mutates it)."""
+def load_model(config: TrainConfig, member: str = MEMBER) -> HFPolicy:
+    """A fresh copy of the configured model (never the process-wide cached one: training mutates
+    it); with LoRA, ``member`` names its adapter."""
     if config.model == "tiny":
         policy = load_tiny(config.model_seed)
     elif config.model == "smollm2-135m":
@@ -64,20 +66,45 @@ def load_model(config: TrainConfig) -> HFPolicy:
     else:
         policy = load_hf(config.model.removeprefix("hf:"))
     if config.lora.r:
-        lora = LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, target_modules=config.lora.target_modules)
-        policy.add_adapter(MEMBER, lora)
+        add_member_adapter(policy, config, member)
     else:
         policy.model.requires_grad_(True)
     return policy
 
 
-def trained_seat(config: TrainConfig, policy: HFPolicy) -> SeatSpec:
-    """How the trained policy plays, in training and in evaluation, wherever it runs."""
+def add_member_adapter(policy: HFPolicy, config: TrainConfig, member: str) -> None:
+    """``member``'s LoRA adapter, initialised from its own seed (the model seed and its name):
+    the same in whichever process and order it is made, so a resumed run plays as an unbroken one."""
+    with torch.random.fork_rng():
+        torch.manual_seed(derive_seed(config.model_seed, zlib.crc32(member.encode())))
+        policy.add_adapter(member, lora_config(config))
+
+
+def lora_config(config: TrainConfig) -> LoraConfig:
+    return LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, target_modules=config.lora.target_modules)
+
+
+def member_model(config: TrainConfig, member: str, bases: dict[tuple[str, int], HFPolicy]) -> HFPolicy:
+    """A population member's model. With LoRA, an adapter named ``member`` on the one base that
+    every member of that model shares (``bases``, by model and seed): N members cost one base and
+    N adapters in memory, and play in one batched call. With full weights, a model of its own."""
+    if not config.lora.r:
+        return load_model(config, member)
+    key = (config.model, config.model_seed)
+    if key in bases:
+        add_member_adapter(bases[key], config, member)
+    else:
+        bases[key] = load_model(config, member)
+    return bases[key]
+
+
+def trained_seat(config: TrainConfig, policy: HFPolicy, member: str = MEMBER) -> SeatSpec:
+    """How a trained member plays, in training and in evaluation, wherever it runs."""
     rollout = config.rollout
-    adapter = MEMBER if config.lora.r else None
+    adapter = member if config.lora.r else None
     sampling = Sampling(rollout.temperature, rollout.top_p, rollout.max_new_tokens)
     return SeatSpec(
-        policy, MEMBER, config.mode, sampling, adapter, rollout.invalid_moves, rollout.compact_prompts, rollout.parse,
+        policy, member, config.mode, sampling, adapter, rollout.invalid_moves, rollout.compact_prompts, rollout.parse,
         rollout.max_output_chars,
     )  # fmt: skip
 
@@ -178,13 +205,13 @@ class Trainer:
         ]
         metrics, weights = self.pool.update(batch)
         if weights is not None:  # the learner is elsewhere: bring the driver's copy up to date
-            self.policy.model.load_state_dict(weights, strict=False)
+            load_weights(self.policy.model, weights)
         completion_tokens = sum(len(t.completion_ids) for t in turns)
         metrics["perf/rollout_tokens_per_s"] = completion_tokens / max(rollout_time, 1e-9)
         metrics.update(self._rollout_metrics(episodes, samples, advantages))
         metrics.update(self._kuhn_metrics())
         write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
-        self.past.append((iteration, trainable_weights(self.policy.model)))
+        self.past.append((iteration, trainable_weights(self.policy.model, self.adapter)))
         return metrics
 
     def _kuhn_metrics(self) -> dict:
@@ -247,7 +274,7 @@ class Trainer:
             return self._initial, None
         if name.startswith("past:"):  # the oldest snapshot kept: K iterations ago once the run is that old
             past = copy.deepcopy(self.policy)
-            past.model.load_state_dict(self.past[0][1], strict=False)
+            load_weights(past.model, self.past[0][1], self.adapter)
             return past, self.adapter
         scripted = games.scripted_players(game)
         return ScriptedPolicy(name, scripted[name]), None
@@ -304,7 +331,7 @@ class Trainer:
         return self.iteration
 
     def _restore(self, tensors: dict, meta: dict) -> None:
-        self.policy.model.load_state_dict(tensors["learner"]["weights"], strict=False)
+        load_weights(self.policy.model, tensors["learner"]["weights"])
         self.pool.load_state(tensors["learner"])
         self.past.clear()
         self.past.extend(tensors["past"])

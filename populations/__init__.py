@@ -1,1 +1,2 @@
-"""Populations of players: tournaments now; members, matchmaking, ratings, leagues and PBT next."""
+"""Populations of players: members and their snapshots, matchmaking, ratings, payoffs, meta-solvers,
+leagues, PBT, tournaments and sweeps."""

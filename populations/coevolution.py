@@ -43,7 +43,7 @@ from marl.learner import Learner, TrainSample, trainable_weights
 from marl.pools import LocalPool
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.scripted import ScriptedPolicy
-from marl.train import Trainer, _pairs, _unpairs, load_model, trained_seat
+from marl.train import Trainer, _pairs, _unpairs, member_model, trained_seat
 from populations.config import RoleConfig, RunConfig
 from roles.forge import turn_reward
 from roles.rewards import add_repetition, forge_rewards, switch_rates
@@ -75,6 +75,7 @@ class CoevolutionTrainer(Trainer):
         self.run_dir = Path(run_dir)
         self.iteration = 0
         self.reward_config = config.reward_config
+        self.bases: dict[tuple[str, int], HFPolicy] = {}  # LoRA: one base per model, every member an adapter on it
         self.populations = {
             role: [self._member(role, i, rc) for i in range(rc.members)] for role, rc in config.roles.items()
         }  # role -> its members
@@ -96,13 +97,14 @@ class CoevolutionTrainer(Trainer):
         name = role if rc.members == 1 else f"{role}_{index}"
         if rc.scripted is not None:
             return Member(name, role, rc, SeatSpec(ScriptedPolicy(rc.scripted, FORGE_PLAYERS[rc.scripted]), name))
-        update = {"model": rc.player, "model_seed": rc.model_seed + index, "lora": rc.lora}  # members differ from the start
+        # full-weight members differ from the start (a seed each); LoRA members are adapters on one base
+        update = {"model": rc.player, "model_seed": rc.model_seed + (0 if rc.lora.r else index), "lora": rc.lora}
         cfg = self.config.model_copy(update=update)
-        policy = load_model(cfg)
-        seat = trained_seat(cfg, policy)
-        seat.member = name
+        seat = trained_seat(cfg, member_model(cfg, name, self.bases), name)
         # a kickstarted executor gets its learner once the teachers exist (_kickstart)
-        learner = Learner(policy, self.config.optim, updates=self.config.iterations) if rc.trainable and not rc.kickstart else None
+        learner = None
+        if rc.trainable and not rc.kickstart:
+            learner = Learner(seat.policy, self.config.optim, updates=self.config.iterations, adapter=seat.adapter)
         return Member(name, role, rc, seat, learner)
 
     def _kickstart(self) -> None:
@@ -114,7 +116,7 @@ class CoevolutionTrainer(Trainer):
             teacher = teachers[i % len(teachers)].seat
             executor.learner = Learner(
                 executor.seat.policy, self.config.optim, updates=self.config.iterations, teacher=teacher.policy,
-                kickstart_coef=executor.config.kickstart, teacher_adapter=teacher.adapter,
+                kickstart_coef=executor.config.kickstart, teacher_adapter=teacher.adapter, adapter=executor.seat.adapter,
             )  # fmt: skip
 
     # ---- one iteration -------------------------------------------------------------------------
@@ -206,7 +208,7 @@ class CoevolutionTrainer(Trainer):
         config's). RAE's baseline is the member's own: keyed by (game, member)."""
         rewards = np.array([self._turn_reward(member, ep, t.tag) for ep, t in turns])
         groups = [(ep.match_id, t.tag.split(":")[0]) for ep, t in turns]  # a task's k attempts (or judgements…) form a group
-        estimator = member.config.estimator
+        estimator = member.config.estimator or self.config.advantage.estimator
         if estimator == "adpo":
             p_hats = np.array([ep.outcome["p_hat"] for ep, _ in turns])
             return adpo_advantages(rewards, groups, p_hats), [adpo_clip_high(p, self.config.optim.clip_eps) for p in p_hats]
@@ -269,7 +271,7 @@ class CoevolutionTrainer(Trainer):
             "members": {name: member.config.player for name, member in self.members.items()},
             "matches_per_iteration": self.config.rollout.matches,
             "trainable_parameters": {
-                name: sum(p.numel() for p in trainable_weights(member.seat.policy.model).values())
+                name: sum(p.numel() for p in trainable_weights(member.seat.policy.model, member.seat.adapter).values())
                 for name, member in self.members.items() if isinstance(member.seat.policy, HFPolicy)
             },
         }  # fmt: skip

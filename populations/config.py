@@ -54,8 +54,10 @@ class RoleConfig(Strict):
     player: str = Field(description="scripted:<name> (games.forge_players) | tiny | smollm2-135m | hf:<path>")
     members: int = Field(1, ge=1, description="the role's population: members take turns in its seat, each learning from its own turns")
     trainable: bool = Field(True, description="models: gradient updates; scripted players: their own learn() (curricula, skill)")
-    estimator: Literal[ROLE_ESTIMATORS] = Field(  # type: ignore[valid-type]
-        "rae", description="rae (per-(game, role) EMA), reinforce, batch_mean, grpo (over a task's attempts), adpo, malt"
+    estimator: Literal[ROLE_ESTIMATORS] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="rae (per-(game, role) EMA), reinforce, batch_mean, grpo (over a task's attempts), adpo, malt; "
+        "unset: the run's [advantage] estimator",
     )
     task_filter: bool = Field(False, description="executor: learn only from tasks with 0.3 <= p̂ <= 0.8 (Agent0)")
     kickstart: float = Field(0.0, ge=0, description="executor: λ of λ·KL(teacher ‖ executor) on its own turns; the teacher must be a model")
@@ -125,6 +127,13 @@ class RunConfig(TrainConfig):
             RewardConfig(**self.rewards)
         except TypeError as err:
             raise ValueError(f"rewards: {err}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _pool_fits_the_run(self) -> RunConfig:
+        if self.pool.kind == "ray" and (self.roles is not None or self.population is not None):
+            kind = "task forge co-evolution ([roles])" if self.roles is not None else "population training ([population])"
+            raise ValueError(f"pool.kind: the Ray pool trains one self-play policy; {kind} runs on pool.kind = \"local\"")
         return self
 
     @property

@@ -1,4 +1,5 @@
-"""Population training: many members, each its own model, learner and RAE baselines; the
+"""Population training: many members, each its own learner and RAE baselines, and with LoRA its
+own adapter on one shared base (else a model of its own); the
 population (``populations.population``) decides who plays whom, rates every result and freezes
 snapshots; PBT and the league change members between iterations.
 
@@ -41,12 +42,12 @@ from marl.advantages import ADVANTAGE_ESTIMATORS
 from marl.episode import Episode, write_jsonl
 from marl.evaluate import kuhn_strategy
 from marl.hf import HFPolicy
-from marl.learner import Learner, TrainSample, trainable_weights
+from marl.learner import Learner, TrainSample, load_weights, trainable_weights
 from marl.pools import LocalPool, Members
 from marl.rollout import RolloutEngine, SeatSpec
 from marl.scripted import ScriptedPolicy
 from marl.rundir import write_atomic, write_text
-from marl.train import Trainer, _pairs, _unpairs, load_model, trained_seat
+from marl.train import Trainer, _pairs, _unpairs, lora_config, member_model, trained_seat
 from populations.config import SAMPLING_HPARAMS, RunConfig
 from populations.league import League
 from populations.pbt import Exploit, exploit_and_explore
@@ -66,9 +67,10 @@ def _optim_settings(hparams: dict[str, float]) -> dict[str, float]:
 
 @dataclass
 class Live:
-    """A trainable member's model, learner and RAE baselines."""
+    """A trainable member's model (with LoRA: the shared base, and its adapter), learner and RAE baselines."""
 
     policy: HFPolicy
+    adapter: str | None
     learner: Learner
     baselines: dict[tuple[str, str], float]
 
@@ -77,8 +79,6 @@ class PopulationTrainer(Trainer):
     def __init__(self, config: RunConfig, run_dir: Path):
         if config.population is None:
             raise ValueError("PopulationTrainer needs a [population] table; plain self-play is marl.train.Trainer")
-        if config.pool.kind != "local":
-            raise ValueError("population training runs on the local pool; pool.kind = 'ray' trains one policy")
         self.config = config
         self.run_dir = Path(run_dir)
         self.iteration = 0
@@ -88,7 +88,8 @@ class PopulationTrainer(Trainer):
             for name in config.population.pbt.ranges
         }
         self.population = Population(config.population, config.model, hparams, config.seed)
-        self.live: dict[str, Live] = {name: self._new_live() for name in self.population.learners()}
+        self.bases: dict[tuple[str, int], HFPolicy] = {}  # LoRA: the one base every member's adapter is on
+        self.live: dict[str, Live] = {name: self._new_live(name) for name in self.population.learners()}
         self.frozen: dict[str, dict[str, torch.Tensor]] = {}  # snapshot -> weights
         self._loaded: OrderedDict[str, SeatSpec] = OrderedDict()
         self.engine = RolloutEngine(concurrency=config.rollout.concurrency)
@@ -102,9 +103,13 @@ class PopulationTrainer(Trainer):
         for name in self.live:
             self._snapshot(name, 0, "initial")
 
-    def _new_live(self) -> Live:
-        policy = load_model(self.config)
-        return Live(policy, Learner(policy, self.config.optim, updates=self.config.iterations), {})
+    def _new_live(self, name: str) -> Live:
+        policy = member_model(self.config, name, self.bases)
+        adapter = name if self.config.lora.r else None
+        return Live(policy, adapter, self._learner(policy, adapter, self.config.optim), {})
+
+    def _learner(self, policy: HFPolicy, adapter: str | None, optim) -> Learner:
+        return Learner(policy, optim, updates=self.config.iterations, adapter=adapter)
 
     # ---- players -------------------------------------------------------------------------------
 
@@ -119,9 +124,7 @@ class PopulationTrainer(Trainer):
         return self._config_of(hparams).rollout.temperature if self.config.mode == "choose" else 1.0
 
     def _seat(self, name: str) -> SeatSpec:
-        seat = trained_seat(self._config_of(self.population.members[name].hparams), self.live[name].policy)
-        seat.member = name
-        return seat
+        return trained_seat(self._config_of(self.population.members[name].hparams), self.live[name].policy, name)
 
     def _members(self, names: set[str]) -> Members:
         """Seat specs for everyone in this iteration's matches."""
@@ -137,24 +140,33 @@ class PopulationTrainer(Trainer):
         return out
 
     def _frozen_seat(self, name: str) -> SeatSpec:
+        """A snapshot as a player: with LoRA a frozen adapter on its member's base, else a frozen
+        copy of its model; the least recently used go first past ``LOADED_SNAPSHOTS``."""
         if name not in self._loaded:
             if len(self._loaded) >= LOADED_SNAPSHOTS:
-                self._loaded.popitem(last=False)
+                self._unload(next(iter(self._loaded)))
             owner = self.live[self.population.snapshots[name].member].policy
-            policy = copy.deepcopy(owner)
-            policy.model.load_state_dict(self.frozen[name], strict=False)
-            policy.model.requires_grad_(False)
-            seat = trained_seat(self._config_of(self.population.snapshots[name].hparams), policy)
-            seat.member = name
-            self._loaded[name] = seat
+            if self.config.lora.r:
+                policy = owner
+                policy.add_adapter(name, lora_config(self.config), trainable=False)
+            else:
+                policy = copy.deepcopy(owner)
+                policy.model.requires_grad_(False)
+            load_weights(policy.model, self.frozen[name], name if self.config.lora.r else None)
+            self._loaded[name] = trained_seat(self._config_of(self.population.snapshots[name].hparams), policy, name)
         self._loaded.move_to_end(name)
         return self._loaded[name]
+
+    def _unload(self, name: str) -> None:
+        seat = self._loaded.pop(name)
+        if seat.adapter is not None:
+            seat.policy.remove_adapter(name)
 
     def _snapshot(self, name: str, iteration: int, change: str) -> str:
         strategy = self._strategy(name)
         snap = self.population.take_snapshot(name, iteration, change, strategy)
         if snap not in self.frozen:
-            self.frozen[snap] = trainable_weights(self.live[name].policy.model)
+            self.frozen[snap] = trainable_weights(self.live[name].policy.model, self.live[name].adapter)
             self._save_snapshot(snap)
         return snap
 
@@ -185,7 +197,7 @@ class PopulationTrainer(Trainer):
         metrics["population/snapshots"] = len(pop.snapshots)
         metrics.update(self._kuhn_metrics())
         metrics.update({f"elo/{n}": pop.elo[n] for n in pop.members})
-        self.past.append((iteration, trainable_weights(self.policy.model)))
+        self.past.append((iteration, trainable_weights(self.policy.model, self.adapter)))
         return metrics
 
     def _train(self, name: str, live: Live, episodes: list[Episode]) -> dict:
@@ -197,7 +209,7 @@ class PopulationTrainer(Trainer):
         )
         temperature = self._temperature(self.population.members[name].hparams) or 1.0
         batch = [
-            TrainSample(t.prompt_ids, t.completion_ids, float(a), self.adapter, t.candidate_ids or None, t.choice, temperature)
+            TrainSample(t.prompt_ids, t.completion_ids, float(a), live.adapter, t.candidate_ids or None, t.choice, temperature)
             for t, a in zip(turns, advantages)
         ]
         stats = live.learner.update(batch)
@@ -226,8 +238,8 @@ class PopulationTrainer(Trainer):
         checkpoint)."""
         live = self.live[name]
         origin = self.population.snapshot_names(member=name)[0]
-        live.policy.model.load_state_dict(self.frozen[origin], strict=False)
-        live.learner = Learner(live.policy, self._config_of(self.population.members[name].hparams).optim, self.config.iterations)
+        load_weights(live.policy.model, self.frozen[origin], live.adapter)
+        live.learner = self._learner(live.policy, live.adapter, self._config_of(self.population.members[name].hparams).optim)
         live.baselines.clear()
         self.population.restart(name, origin, iteration, "league reset to initial weights")
 
@@ -248,7 +260,7 @@ class PopulationTrainer(Trainer):
             return None
         if name in self.live:
             temperature = self._temperature(self.population.members[name].hparams)
-            return kuhn_strategy(self.live[name].policy, temperature, self.adapter, self.config.rollout.compact_prompts)
+            return kuhn_strategy(self.live[name].policy, temperature, self.live[name].adapter, self.config.rollout.compact_prompts)
         if name in self.population.snapshots:
             return self.population.snapshots[name].strategy
         maker = KUHN_SCRIPTED.get(self.population.members[name].player)
@@ -295,7 +307,8 @@ class PopulationTrainer(Trainer):
             live.baselines.clear()
             live.baselines.update(_unpairs(meta["baselines"][name]))
         self.frozen = {name: load_file(self.run_dir / "snapshots" / f"{name}.safetensors") for name in self.population.snapshots}
-        self._loaded.clear()
+        for name in list(self._loaded):
+            self._unload(name)
         self.past.clear()
         self.past.extend(tensors["past"])
 

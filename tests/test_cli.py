@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 import games
 from coevo.cli import app
+from marl.config import _read
 from marl.episode import Episode
 from marl.rundir import RunDirBusy
 
@@ -475,3 +477,16 @@ def test_a_run_dir_on_a_filesystem_that_refuses_writes_is_one_line_before_work()
     result = runner.invoke(app, ["train", "examples/kuhn_tiny.toml", "--run-dir", str(target), "--quiet"])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert f"cannot write {target}" in result.output and "--run-dir" in result.output and not target.exists()
+
+
+def test_config_schema_describes_every_example_and_refuses_an_unknown_field():
+    result = runner.invoke(app, ["config", "schema"])
+    assert result.exit_code == 0, result.output
+    schema = json.loads(result.output)
+    runs = [p for p in sorted(EXAMPLES.glob("*.toml")) if not p.name.startswith("sweep_")]
+    assert len(runs) >= 6
+    for path in runs:  # as the trainer reads it: extends resolved
+        jsonschema.validate(_read(path), schema)
+    assert schema["properties"]["roles"]["anyOf"][0]["additionalProperties"]["$ref"].endswith("RoleConfig")
+    with pytest.raises(jsonschema.ValidationError, match="lora_rank"):
+        jsonschema.validate({**_read(EXAMPLES / "kuhn_tiny.toml"), "lora_rank": 8}, schema)

@@ -3,11 +3,15 @@ from its own turns, per-component rewards logged, resume after a kill, bad confi
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from coevo.cli import app
 from marl.episode import read_jsonl
+from marl.hf import adapter_of
+from populations.coevolution import CoevolutionTrainer
+from populations.config import load_run_config
 from tests.runs import comparable, events, train_killed_after
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -98,6 +102,7 @@ def test_each_role_may_be_a_population_whose_members_learn_from_their_own_matche
         ("roles.executor.kickstart=0.5", "roles.executor.kickstart"),
         ("rewards={nonsense=1.0}", "rewards"),
         ("games={tictactoe=1.0}", "roles"),
+        ("pool.kind='ray'", "pool.kind"),  # once silently played on the local engine
     ],
 )
 def test_bad_coevolution_settings_are_one_line_naming_the_field(override, field):
@@ -121,3 +126,32 @@ def test_smollm2_coevolution_two_iterations_all_four_roles(tmp_path):
     assert {t.seat for ep in episodes for t in ep.turns} == {"proposer", "executor", "verifier", "teacher"}
     for role in ("proposer", "executor", "verifier", "teacher"):
         assert sum(r.get(f"{role}/learner/samples", 0) for r in log) > 0, role
+
+
+def test_the_runs_advantage_estimator_is_every_roles_unless_the_role_names_its_own(tmp_path):
+    """[advantage] estimator was once ignored here: every role learned with RAE."""
+    overrides = ["rollout.matches=4", "forge.attempts=2", "rollout.max_new_tokens=8", "roles.executor.estimator='grpo'"]
+    config = load_run_config(EXAMPLES / "task_forge_tiny.toml", [*overrides, "advantage.estimator='reinforce'"])
+    trainer = CoevolutionTrainer(config, tmp_path / "run")
+    episodes = trainer.engine.play(trainer._matches(1))
+    trainer._shape(episodes)
+    for role, estimator in (("verifier", "reinforce"), ("teacher", "reinforce"), ("executor", "grpo")):
+        [member] = trainer.populations[role]
+        turns = [(ep, t) for ep in episodes for t in ep.turns if t.member == member.name and t.completion_ids]
+        rewards = np.array([trainer._turn_reward(member, ep, t.tag) for ep, t in turns])
+        advantages, _ = trainer._advantages(member, turns)
+        assert turns and np.allclose(advantages, rewards) == (estimator == "reinforce"), role
+    assert trainer.baselines == {}, "RAE ran: it keeps a baseline per (game, member)"
+
+
+def test_lora_members_of_every_role_are_adapters_on_one_base(tmp_path):
+    roles = ("executor", "verifier", "teacher")
+    overrides = ["roles.executor.members=2", *(f"roles.{r}.lora={{r=4}}" for r in roles), *(f"roles.{r}.model_seed=0" for r in roles)]
+    trainer = CoevolutionTrainer(load_run_config(EXAMPLES / "task_forge_tiny.toml", overrides), tmp_path / "run")
+    [base] = trainer.bases.values()
+    learners = [m for r in roles for m in trainer.populations[r]]
+    assert all(m.seat.policy is base and m.seat.adapter == m.name for m in learners)
+    assert base.adapters == {m.name for m in learners}
+    for member in learners:  # the kickstarted executors too: each learner trains its own adapter
+        params = [id(p) for n, p in base.model.named_parameters() if adapter_of(n) == member.name]
+        assert [id(p) for p in member.learner.params] == params

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from coevo.cli import app
 from marl.episode import read_jsonl
-from marl.learner import trainable_weights
+from marl.hf import adapter_of
+from marl.learner import MAGNET, trainable_weights
 from marl.train import load_model
 from populations.config import load_run_config
 from populations.train import PopulationTrainer
@@ -84,8 +85,39 @@ def test_a_league_with_pbt_trains_only_its_learners_and_records_its_lineage(tmp_
 
 
 @pytest.mark.slow
-def test_a_killed_population_run_resumes_exactly(tmp_path):
-    base = ["--set", "population.size=2", "--set", "population.pbt.every=2", "--set", "population.matchmaker=pfsp"]
+def test_lora_members_are_adapters_on_one_base_each_learning_only_its_own(tmp_path):
+    overrides = [
+        *SHRINK, "iterations=4", "lora.r=4", "population.league.min_matches=8", "population.league.max_matches=16",
+        "population.pbt.every=2", "population.pbt.ranges={lr=[1e-4, 3e-3]}",
+    ]  # fmt: skip
+    trainer = PopulationTrainer(load_run_config(EXAMPLES / "kuhn_league.toml", overrides), tmp_path / "run")
+    trainer.run()
+    [base] = trainer.bases.values()  # one model in memory for every member and snapshot
+    assert all(live.policy is base for live in trainer.live.values())
+    magnets = {name + MAGNET for name in trainer.live}  # each learner's KL reference: a frozen adapter too
+    assert base.adapters == set(trainer.live) | set(trainer._loaded) | magnets
+    assert not any(p.requires_grad for n, p in base.model.named_parameters() if adapter_of(n) in magnets)
+    for name, live in trainer.live.items():  # each learner holds its own adapter, and only it
+        own = [p for n, p in base.model.named_parameters() if adapter_of(n) == name]
+        assert [id(p) for p in live.learner.params] == [id(p) for p in own] and all(p.requires_grad for p in own)
+    for record in (r for r in events(tmp_path / "run") if r["kind"] == "iteration"):
+        for name in trainer.live:  # learning from its turns moved its own adapter: the gradient reached it
+            if record.get(f"{name}/learner/samples"):
+                assert record[f"{name}/policy/grad_norm"] > 0, (record["iteration"], name)
+    for snapshot in trainer._loaded:  # frozen adapters played and never moved
+        assert not any(p.requires_grad for n, p in base.model.named_parameters() if adapter_of(n) == snapshot)
+        now = trainable_weights(base.model, snapshot)
+        assert now.keys() == trainer.frozen[snapshot].keys()
+        assert all(torch.equal(now[k], trainer.frozen[snapshot][k]) for k in now)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("weights", [[], ["--set", "lora.r=4"]], ids=["full", "lora"])
+def test_a_killed_population_run_resumes_exactly(tmp_path, weights):
+    base = [
+        "--set", "population.size=2", "--set", "population.pbt.every=2", "--set", "population.matchmaker=pfsp",
+        "--set", "population.snapshot_every=1", *weights,
+    ]  # fmt: skip
     shrink = [arg for item in SHRINK for arg in ("--set", item)]
     config = [str(EXAMPLES / "kuhn_population.toml"), "--iterations", "5", *base, *shrink]
     whole = tmp_path / "whole"
@@ -111,6 +143,7 @@ def test_a_killed_population_run_resumes_exactly(tmp_path):
         ("population.pbt.ranges={top_p=[0.5, 1.5]}", "population.pbt.ranges"),
         ("population.opponents=['minimax']", "population.opponents"),
         ("population.league.main_agents=0", "population.league.main_agents"),
+        ("pool.kind='ray'", "pool.kind"),
     ],
 )
 def test_bad_population_settings_are_one_line_naming_the_field(override, field):
