@@ -39,12 +39,13 @@ install: system-deps $(VENV)/.installed
 demo: install
 	$(BIN)/coevo train examples/kuhn_tiny.toml --iterations 10
 
+# Two workers, tests handed out as they free up (the long ones would otherwise pin one worker).
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 # Every benchmark the README quotes, with the arguments it quotes (about an hour on 2 cores).
 BENCHMARKS := env_speed.py rollout_speed.py learner_speed.py pool_overhead.py "learning_kuhn.py --seeds 0 1" \
-	"population_emergence.py --seeds 0 1" population_overhead.py coevolution_curricula.py
+	"population_emergence.py --seeds 0 1" population_overhead.py coevolution_curricula.py population_memory.py
 
 bench: install
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b"; $(BIN)/python benchmarks/$$b || exit 1; done

@@ -110,3 +110,13 @@ def test_curricula_beat_a_uniform_one_on_held_out_accuracy_at_equal_budget():
     ratio = report["heldout_accuracy_vs_uniform"]
     assert ratio["alp_gmm"] > 1.0 and ratio["sec"] > 1.0, ratio
     assert report["runs"]["sec"]["p_hat_in_band"] > report["runs"]["uniform"]["p_hat_in_band"]
+
+
+def test_population_memory_reports_both_layouts_and_ratios():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "population_memory.py"), "--quick"], capture_output=True, text=True, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {(r["layout"], r["members"]) for r in report["rows"]} == {(lay, n) for lay in ("adapters", "models") for n in (1, 2)}
+    assert all(r["memory_mb"] > 0 and r["learner_s"] > 0 for r in report["rows"])
+    assert set(report["memory_ratio_models_over_adapters"]) == {"1", "2"} and "adapters_2_over_1" in report

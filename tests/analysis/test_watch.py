@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from analysis.run_state import LOCK, ago, is_running
 from analysis.watch import EventTail, watch
+from coevo import cli
 from coevo.cli import app
 from tests.analysis.conftest import EXAMPLES
 
@@ -46,9 +47,10 @@ def test_a_running_run_is_followed_until_it_ends(tmp_path):
     assert "iteration 4/4" in out and "forge/p_hat" in out and "last match it4-" in out
 
 
-def test_a_killed_run_is_reported_stopped_and_watch_returns(killed_run):
+def test_a_killed_run_is_reported_stopped_and_watch_returns(killed_run, monkeypatch):
+    monkeypatch.setattr(cli, "console", Console(width=250))  # a wide terminal, whatever the test runner's is
     start = time.monotonic()
-    result = CliRunner().invoke(app, ["watch", str(killed_run), "--interval", "0.05", "--timeout", "60"], env={"COLUMNS": "250"})
+    result = CliRunner().invoke(app, ["watch", str(killed_run), "--interval", "0.05", "--timeout", "60"])
     assert time.monotonic() - start < 30, "watch waited for a run that will never write again"
     assert result.exit_code == 1, result.output
     assert "iteration 2/50" in result.output and "stopped at iteration 2 of 50 · last write" in result.output
