@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+AGENT0_BAND = (0.3, 0.8)  # p̂ of the tasks an executor learns from (Agent0): hard enough to teach, solvable
 KNOBS = 2  # (size, complexity), each in [0, 1]
 MAX_ANSWER_CHARS = 60  # short enough to read, compare and print on one line
 

@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from games.task_families import AGENT0_BAND
 from marl.advantages import Sample, grpo
 
 # ---- Agent0: task filter and ADPO ----------------------------------------------------------------
-
-AGENT0_BAND = (0.3, 0.8)  # p̂ of the tasks the executor learns from: hard enough to teach, solvable
 
 
 def task_filter(p_hat: float, low: float = AGENT0_BAND[0], high: float = AGENT0_BAND[1]) -> bool:
