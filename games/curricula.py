@@ -40,9 +40,6 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.mixture import GaussianMixture
-from threadpoolctl import threadpool_limits
 
 
 @runtime_checkable
@@ -229,6 +226,11 @@ class ALPGMM:
 
     def _fit(self) -> None:
         """Step 2: per family, the lowest-AIC mixture of the last ``window`` (knobs, ALP) points."""
+        # Imported here: scikit-learn takes over a second to import, and `import games` is for everyone.
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.mixture import GaussianMixture
+        from threadpoolctl import threadpool_limits
+
         recent = slice(max(0, len(self.success) - self.window), None)
         points = np.column_stack([self.knobs[recent], self.alp[recent]])  # (W, D+1)
         family_index, means, covariances = [], [], []
