@@ -159,10 +159,12 @@ def test_a_full_disk_ends_the_run_with_one_line_and_it_resumes_exactly(tmp_path,
 
 @pytest.mark.slow
 def test_smollm2_free_text_lora_run(tmp_path):
-    """The SPIRAL example itself, shrunk to fit a CPU: three games, free text, LoRA."""
+    """The SPIRAL example itself, shrunk to fit a CPU: three games, free text, LoRA (one PPO epoch:
+    the second would only repeat the same passes)."""
     run = tmp_path / "run"
     shrink = ["--set", "rollout.matches=4", "--set", "rollout.max_new_tokens=16", "--set", "lora.r=4",
-              "--set", "optim.micro_batch=4", "--set", "eval.every=0", "--set", "checkpoint_every=1"]  # fmt: skip
+              "--set", "optim.micro_batch=4", "--set", "optim.epochs=1", "--set", "eval.every=0",
+              "--set", "checkpoint_every=1"]  # fmt: skip
     args = ["train", str(EXAMPLES / "spiral_smollm2.toml"), "--iterations", "2", *shrink, "--run-dir", str(run), "--quiet"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
