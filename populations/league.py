@@ -25,15 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from populations.matchmaking import pfsp_choice
-
-if TYPE_CHECKING:
-    from populations.population import Population
+from populations.matchmaking import PopulationView, pfsp_choice
 
 KINDS = ("main", "main_exploiter", "league_exploiter")
 
@@ -74,12 +69,12 @@ class League:
     # ---- matchmaking ---------------------------------------------------------------------------
 
     def opponents(
-        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+        self, pop: PopulationView, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
     ) -> list[list[str]]:
         # each match flips its own coins
         return [[self.opponent(pop, learner, rng) for _ in range(count)] for learner, count in zip(learners, counts)]
 
-    def opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+    def opponent(self, pop: PopulationView, learner: str, rng: np.random.Generator) -> str:
         kind = pop.members[learner].kind
         if kind == "main":
             return self._main_opponent(pop, learner, rng)
@@ -90,7 +85,7 @@ class League:
             return self._pfsp_or(pop, learner, pop.snapshot_names(member=main), "variance", rng, main)
         return self._pfsp_or(pop, learner, pop.historical(), "linear_capped", rng, learner)
 
-    def _main_opponent(self, pop: Population, learner: str, rng: np.random.Generator) -> str:
+    def _main_opponent(self, pop: PopulationView, learner: str, rng: np.random.Generator) -> str:
         coin = rng.random()
         if coin < 0.5:
             return self._pfsp_or(pop, learner, pop.historical(), "squared", rng, learner)
@@ -103,7 +98,7 @@ class League:
             return main
         return self._pfsp_or(pop, learner, pop.snapshot_names(member=main), "variance", rng, main)
 
-    def _verification(self, pop: Population, learner: str, main: str, rng: np.random.Generator) -> str | None:
+    def _verification(self, pop: PopulationView, learner: str, main: str, rng: np.random.Generator) -> str | None:
         """An exploiter snapshot the learner still loses to, else a forgotten snapshot of ``main``."""
         exploited = pop.snapshot_names(kind="main_exploiter")
         if exploited and pop.win_rates(learner, exploited).min() < 0.3:
@@ -115,17 +110,17 @@ class League:
         return None
 
     @staticmethod
-    def _random_main(pop: Population, rng: np.random.Generator) -> str:
+    def _random_main(pop: PopulationView, rng: np.random.Generator) -> str:
         mains = [n for n, m in pop.members.items() if m.kind == "main"]
         return mains[rng.integers(len(mains))]
 
     @staticmethod
-    def _pfsp_or(pop: Population, learner: str, candidates: list[str], weighting: str, rng, fallback: str) -> str:
+    def _pfsp_or(pop: PopulationView, learner: str, candidates: list[str], weighting: str, rng, fallback: str) -> str:
         return pfsp_choice(pop, learner, candidates, weighting, rng)[0] if candidates else fallback
 
     # ---- checkpoints ---------------------------------------------------------------------------
 
-    def checkpoints(self, pop: Population, rng: np.random.Generator) -> list[Checkpoint]:
+    def checkpoints(self, pop: PopulationView, rng: np.random.Generator) -> list[Checkpoint]:
         """The members ready to checkpoint now, and whether each resets."""
         out = []
         for name, member in pop.members.items():
@@ -136,7 +131,7 @@ class League:
                 out.append(Checkpoint(name, reset))
         return out
 
-    def _ready(self, pop: Population, name: str) -> bool:
+    def _ready(self, pop: PopulationView, name: str) -> bool:
         played = pop.members[name].matches_since_snapshot
         if played < self.config.min_matches:
             return False

@@ -26,13 +26,46 @@ sampled, so matchmaking stays cheap for hundreds of members with thousands of sn
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from populations.population import Population
+
+class MemberView(Protocol):
+    @property
+    def kind(self) -> str: ...  # main | main_exploiter | league_exploiter | fixed
+
+    @property
+    def matches_since_snapshot(self) -> int: ...
+
+
+class SkillView(Protocol):
+    def predict_win(self, a: str, b: str) -> float: ...
+
+
+class PopulationView(Protocol):
+    """What matchmakers (and the league) read of a population: who is in it and how they fare,
+    never how it trains. ``populations.population.Population`` is one; so is any stand-in a test
+    or an outside trainer builds."""
+
+    @property
+    def members(self) -> Mapping[str, MemberView]: ...
+
+    @property
+    def skill(self) -> SkillView: ...
+
+    def snapshot_names(self, member: str | None = None, kind: str | None = None) -> list[str]: ...
+
+    def historical(self) -> list[str]: ...
+
+    def meta_strategy(self) -> dict[str, float]: ...
+
+    def win_rate(self, a: str, b: str) -> float: ...
+
+    def win_rates(self, a: str, candidates: Sequence[str]) -> np.ndarray: ...
+
+    def win_rate_table(self, players: Sequence[str], candidates: Sequence[str]) -> np.ndarray: ...
 
 PFSP_WEIGHTINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "hard": lambda x: (1 - x) ** 2,  # f_hard with p = 2: focus on the opponents the learner loses to
@@ -68,27 +101,27 @@ def draw(candidates: Sequence[str], weights: np.ndarray, count: int, rng: np.ran
 
 
 def pfsp_choice(
-    pop: Population, learner: str, candidates: Sequence[str], weighting: str, rng: np.random.Generator, count: int = 1
+    pop: PopulationView, learner: str, candidates: Sequence[str], weighting: str, rng: np.random.Generator, count: int = 1
 ) -> list[str]:
     return draw(candidates, pfsp_weights(pop.win_rates(learner, candidates), weighting), count, rng)
 
 
 class Matchmaker(Protocol):
     def opponents(
-        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+        self, pop: PopulationView, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
     ) -> list[list[str]]: ...
 
 
 class SelfPlay:
     def opponents(
-        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+        self, pop: PopulationView, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
     ) -> list[list[str]]:
         return [[learner] * count for learner, count in zip(learners, counts)]
 
 
 class Fictitious:
     def opponents(
-        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+        self, pop: PopulationView, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
     ) -> list[list[str]]:
         past = pop.historical()
         if not past:
@@ -102,7 +135,7 @@ class PFSP:
         self.weighting = weighting
 
     def opponents(
-        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+        self, pop: PopulationView, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
     ) -> list[list[str]]:
         past = pop.historical()
         if not past:
@@ -115,12 +148,12 @@ class Skill:
     """Prefer opponents OpenSkill expects to be even with the learner: weight ∝ (1 − 2|p − ½|)²."""
 
     def opponents(
-        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+        self, pop: PopulationView, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
     ) -> list[list[str]]:
         return [self._opponents(pop, learner, count, rng) for learner, count in zip(learners, counts)]
 
     @staticmethod
-    def _opponents(pop: Population, learner: str, count: int, rng: np.random.Generator) -> list[str]:
+    def _opponents(pop: PopulationView, learner: str, count: int, rng: np.random.Generator) -> list[str]:
         candidates = [n for n in (*pop.snapshot_names(), *pop.members) if n != learner]
         if not candidates:
             return [learner] * count
@@ -130,7 +163,7 @@ class Skill:
 
 class PSRO:
     def opponents(
-        self, pop: Population, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
+        self, pop: PopulationView, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
     ) -> list[list[str]]:
         mixture = pop.meta_strategy()
         if not mixture:

@@ -2,7 +2,8 @@
 league's rules on a scripted schedule, PBT, and the population's state round trip."""
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 
 import networkx as nx
 import numpy as np
@@ -14,7 +15,7 @@ from marl.episode import Episode
 from populations.config import PopulationConfig
 from populations.league import Checkpoint, LeagueConfig, remove_monotonic_suffix
 from populations.lineage import Lineage
-from populations.matchmaking import draw, pfsp_weights
+from populations.matchmaking import PFSP, draw, pfsp_weights
 from populations.pbt import PBTConfig, exploit_and_explore
 from populations.population import Population
 
@@ -167,6 +168,25 @@ def test_pfsp_meets_the_opponents_the_learner_loses_to_more_often():
     plans = pop.plans(1, 400, GAMES, SEATS)
     hard = sum("m0@5" in p.seats.values() for p in plans) / 400
     assert hard == pytest.approx(0.81 / 0.82, abs=0.03)
+
+
+@dataclass
+class StandIn:
+    """The part of a ``PopulationView`` that PFSP reads: the historical players and win rates."""
+
+    rates: dict[str, float]  # the learner's win rate against each historical player
+    members: dict = field(default_factory=lambda: {"m0": SimpleNamespace(kind="main", matches_since_snapshot=0)})
+
+    def historical(self) -> list[str]:
+        return list(self.rates)
+
+    def win_rate_table(self, players, candidates) -> np.ndarray:
+        return np.array([[self.rates[c] for c in candidates] for _ in players])
+
+
+def test_a_matchmaker_needs_only_the_population_view():
+    opponents = PFSP("squared").opponents(StandIn({"easy": 0.9, "hard": 0.1}), ["m0"], [400], np.random.default_rng(0))
+    assert opponents[0].count("hard") / 400 == pytest.approx(0.81 / 0.82, abs=0.03)
 
 
 def test_skill_matching_prefers_an_even_opponent():
