@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 # Debian packages, when missing and we are root with apt-get (as on CI); `apt-get update` only if
-# the first try fails: bubblewrap, the sandbox for model-written programs (games/sandbox.py; without
+# the first try fails: bubblewrap, the sandbox for model-written programs (games/task_forge/sandbox.py; without
 # it task forge refuses to run model code), and chromium with its driver, for the test that opens the HTML report in
 # a browser. Otherwise one line says what is missing. Never fails the build.
 system-deps:

@@ -31,7 +31,7 @@ from matplotlib.ticker import MaxNLocator
 from analysis.load import Run, Sweep
 from games.kuhn import CARDS
 from games.kuhn_analysis import INFOSETS, THIRD, nash
-from games.task_families import AGENT0_BAND
+from games.task_forge.families import AGENT0_BAND
 from populations.metagame import meta_strategy
 
 # The metric a learning curve shows by default: the first of these that the run or sweep logged.

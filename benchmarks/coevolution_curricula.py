@@ -2,7 +2,7 @@
 curriculum teacher — uniform (random), ALP-GMM, SEC — at an equal budget of matches.
 
 Every run plays the same number of task forge matches (``--iterations`` × ``--matches``) with a
-learning executor (``games.forge_players.SkilledExecutor``: it improves most on tasks it solves
+learning executor (``games.task_forge.players.SkilledExecutor``: it improves most on tasks it solves
 about half of the time), a noisy verifier and a hinting teacher; the executor learns only from
 tasks in Agent0's band (0.3 ≤ p̂ ≤ 0.8). It prints, per curriculum and averaged over seeds, the
 executor's held-out accuracy at the end (every family, difficulties spread evenly), the tasks'

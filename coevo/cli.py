@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Column, Table
 
 import games
-from games.sandbox import SandboxUnavailable
+from games.task_forge.sandbox import SandboxUnavailable
 from analysis.headline import summary_line
 from analysis.printable import printable
 from analysis.run_state import RUN_FILES, checkpoint_iteration, is_run_dir

@@ -19,7 +19,7 @@ from pettingzoo import AECEnv
 
 from games import kuhn_analysis
 from games.core import GameInfo, Parsed, Rules, TextGameEnv
-from games.forge_players import FORGE_PLAYERS
+from games.task_forge.players import FORGE_PLAYERS
 from games.kuhn import KuhnPoker, StrategyPlayer
 from games.leduc import HeuristicPlayer as LeducHeuristic
 from games.leduc import LeducHoldem
@@ -28,7 +28,7 @@ from games.negotiation import SimpleNegotiation
 from games.play import MatchResult, Player, RandomPlayer, play_match
 from games.pettingzoo_text import PettingZooTextEnv
 from games.textarena_env import TextArenaEnv
-from games.task_forge import TaskForge
+from games.task_forge.rules import TaskForge
 from games.tictactoe import MinimaxPlayer, TicTacToe
 
 GAMES: dict[str, type[Rules]] = {

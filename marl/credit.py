@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from games.task_families import AGENT0_BAND
+from games.task_forge.families import AGENT0_BAND
 from marl.advantages import Sample, grpo
 
 # ---- Agent0: task filter and ADPO ----------------------------------------------------------------

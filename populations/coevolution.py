@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from games.forge_players import FORGE_PLAYERS, SkilledExecutor, task_label
+from games.task_forge.players import FORGE_PLAYERS, SkilledExecutor, task_label
 from games.play import derive_seed
-from games.sandbox import Limits
-from games.task_families import FAMILIES, heldout
+from games.task_forge.sandbox import Limits
+from games.task_forge.families import FAMILIES, heldout
 from marl.advantages import ADVANTAGE_ESTIMATORS, Sample
 from marl.credit import Node, adpo_advantages, adpo_clip_high, anneal, malt_samples, task_filter
 from marl.episode import Episode, Turn, write_jsonl

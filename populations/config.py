@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 import games
-from games.forge_players import FORGE_PLAYERS
+from games.task_forge.players import FORGE_PLAYERS
 from marl.config import LoraSettings, Strict, TrainConfig, load_config
 from marl.players import MODELS, check_hf_model
 from populations.league import LeagueConfig
@@ -51,7 +51,7 @@ ROLE_ESTIMATORS = ("rae", "reinforce", "batch_mean", "grpo", "adpo", "malt")
 class RoleConfig(Strict):
     """Who plays one task forge role, and how it learns."""
 
-    player: str = Field(description="scripted:<name> (games.forge_players) | tiny | smollm2-135m | hf:<path>")
+    player: str = Field(description="scripted:<name> (games.task_forge.players) | tiny | smollm2-135m | hf:<path>")
     members: int = Field(1, ge=1, description="the role's population: members take turns in its seat, each learning from its own turns")
     trainable: bool = Field(True, description="models: gradient updates; scripted players: their own learn() (curricula, skill)")
     estimator: Literal[ROLE_ESTIMATORS] | None = Field(  # type: ignore[valid-type]

@@ -439,7 +439,7 @@ def test_show_prompt_shows_a_human_what_a_person_needs_not_a_models_prompt():
 
 
 def test_task_forge_without_bubblewrap_is_one_line_saying_how_to_install_it_or_opt_out(monkeypatch):
-    from games import sandbox
+    from games.task_forge import sandbox
 
     monkeypatch.setattr(sandbox, "_bwrap_problem", lambda: "bwrap is not installed")
     result = runner.invoke(app, ["match", "task_forge"])

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import games
 from games.core import bare, boxed_contents
 from games.negotiation import named_moves, read_move
-from games.task_families import answers_match, normalize_answer
-from games.task_forge import python_block, read_answer, read_submission, read_verdict
+from games.task_forge.families import answers_match, normalize_answer
+from games.task_forge.rules import python_block, read_answer, read_submission, read_verdict
 from marl.rollout import as_written
 from roles.seat import SeatRole, extract_answer
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from games import curricula
-from games.curricula import ALPGMM, CURRICULA, SEC, RandomCurriculum, Staircase, absolute_advantage, check_curriculum
+from games.task_forge import curricula
+from games.task_forge.curricula import ALPGMM, CURRICULA, SEC, RandomCurriculum, Staircase, absolute_advantage, check_curriculum
 
 FAMILIES = ["arith", "logic"]
 

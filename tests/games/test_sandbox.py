@@ -1,4 +1,4 @@
-"""games.sandbox: normal programs run, and every attack is contained (checked from outside) and reported.
+"""games.task_forge.sandbox: normal programs run, and every attack is contained (checked from outside) and reported.
 
 Each test runs on every backend this machine has. bwrap runs twice: with the audit hook (the
 default) and without it, so that bubblewrap alone is shown to contain each attack.
@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import games
-import games.sandbox as sandbox_module
-from games.sandbox import FALLBACK_WARNING, Limits, Sandbox, SandboxUnavailable, available_backends
+import games.task_forge.sandbox as sandbox_module
+from games.task_forge.sandbox import FALLBACK_WARNING, Limits, Sandbox, SandboxUnavailable, available_backends
 
 # Short limits keep the slow cases (loops, sleeps, bombs) to a second or two each.
 LIMITS = Limits(cpu_seconds=1, wall_seconds=3, processes=8, output_bytes=4096)
@@ -163,7 +163,7 @@ def test_the_rlimit_fallback_warns_once_per_process_saying_what_it_does_not_cont
     # A fresh interpreter, with every warning shown each time it is raised: the module itself must
     # keep it to one, over several runs, run_many's threads and two Sandbox objects.
     script = (
-        "from games.sandbox import Sandbox\n"
+        "from games.task_forge.sandbox import Sandbox\n"
         "a, b = Sandbox(backend='rlimit'), Sandbox(backend='rlimit')\n"
         "print('constructed', flush=True)\n"
         "assert a.run('print(1)').ok and b.run('print(2)').ok\n"
@@ -189,7 +189,7 @@ def outside_files(tmp_path: Path) -> dict[str, str]:
     """Files outside the work dir, and a line of each that must not leak."""
     secret = tmp_path / "secret.txt"
     secret.write_text("the secret is 1234\n")
-    files = {"/etc/passwd": "root:", str(secret): "the secret is 1234", __file__: "games.sandbox: normal programs"}
+    files = {"/etc/passwd": "root:", str(secret): "the secret is 1234", __file__: "games.task_forge.sandbox: normal programs"}
     home = Path.home()
     for name in (".bashrc", ".profile", ".gitconfig"):
         if (home / name).is_file() and os.access(home / name, os.R_OK) and (home / name).read_text().strip():

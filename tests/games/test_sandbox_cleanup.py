@@ -1,4 +1,4 @@
-"""games.sandbox cleanup: whatever a program does to its work dir, ``Sandbox.run`` returns its
+"""games.task_forge.sandbox cleanup: whatever a program does to its work dir, ``Sandbox.run`` returns its
 result, no work dir is left, and nothing outside the work dir is followed, changed or deleted.
 
 Each program runs on every backend this machine has (the ``sandbox`` fixture of test_sandbox).
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-import games.sandbox as sandbox_module
-from games.sandbox import Sandbox, available_backends
+import games.task_forge.sandbox as sandbox_module
+from games.task_forge.sandbox import Sandbox, available_backends
 from tests.games.test_sandbox import LIMITS, sandbox, temp_dir, work_dirs  # noqa: F401 (fixtures)
 
 # Deeper than Python 3.11's recursive shutil.rmtree goes (about 1,000 levels), and longer than

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from games import task_families
-from games.task_families import (
+from games.task_forge import families as task_families
+from games.task_forge.families import (
     FAMILIES,
     KNOBS,
     MAX_ANSWER_CHARS,

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import games
-from games.forge_players import CurriculumProposer, HintTeacher, NoisyVerifier, SkilledExecutor
+from games.task_forge.players import CurriculumProposer, HintTeacher, NoisyVerifier, SkilledExecutor
 from games.play import play_match
-from games.task_forge import python_block, read_answer, read_submission, read_verdict
+from games.task_forge.rules import python_block, read_answer, read_submission, read_verdict
 
 ADD = ("What is 2 + 3? Answer with the integer.", "print(2 + 3)")
 
@@ -99,7 +99,7 @@ def test_the_executor_sees_its_tool_output_and_the_critique():
 )
 def test_invalid_tasks_are_recorded_with_their_reason(program, reason):
     players = {"proposer": Script(submission("Say something.", program))}
-    _, outcome, result = play(players, limits=games.task_forge.Limits(cpu_seconds=1, wall_seconds=2))
+    _, outcome, result = play(players, limits=games.task_forge.rules.Limits(cpu_seconds=1, wall_seconds=2))
     assert not outcome["valid_task"] and reason in outcome["invalid_reason"]
     assert outcome["attempts"] == [] and result.turns == 1
 
@@ -116,7 +116,7 @@ def test_with_seed_tasks_an_invalid_proposal_is_recorded_and_a_family_task_is_pl
     players = {"proposer": Script(proposal), "executor": SkilledExecutor(skill=0.5), "verifier": NoisyVerifier()}
     _, outcome, result = play(players, attempts=3, seed_tasks=True)
     assert not outcome["valid_task"] and outcome["seeded"] and outcome["invalid_reason"]
-    assert outcome["task_meta"]["family"] in games.task_families.FAMILIES
+    assert outcome["task_meta"]["family"] in games.task_forge.families.FAMILIES
     assert len(outcome["attempts"]) == 3 and outcome["reference"]
     assert {seat for seat, _ in result.moves} == {"proposer", "executor", "verifier"}
     rewards = forge_rewards(outcome)
@@ -226,7 +226,7 @@ def test_read_submission_takes_tags_attributes_and_fenced_programs():
 
 
 def test_without_bubblewrap_task_forge_refuses_to_start_unless_the_fallback_is_chosen(monkeypatch):
-    from games import sandbox
+    from games.task_forge import sandbox
 
     monkeypatch.setattr(sandbox, "_bwrap_problem", lambda: "bwrap is not installed")
     with pytest.raises(sandbox.SandboxUnavailable, match="make system-deps"):

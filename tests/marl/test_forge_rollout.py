@@ -4,7 +4,7 @@ answer with its reason, and the match goes on."""
 
 import pytest
 
-from games.forge_players import FORGE_PLAYERS
+from games.task_forge.players import FORGE_PLAYERS
 from marl.policy import Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.scripted import ScriptedPolicy

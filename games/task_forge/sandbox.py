@@ -1,6 +1,6 @@
 """Run a program written by a model in a separate, limited process, and report what happened.
 
->>> from games.sandbox import Sandbox
+>>> from games.task_forge.sandbox import Sandbox
 >>> result = Sandbox().run("print(sum(range(10)))")
 >>> result.status, result.stdout
 ('ok', '45\\n')
@@ -144,7 +144,7 @@ Backend = Literal["bwrap", "rlimit"]
 Status = Literal["ok", "error", "timeout", "memory", "output_limit", "killed", "sandbox_error"]
 
 FALLBACK_WARNING = (
-    'games.sandbox: backend="rlimit" is not a security boundary. It runs each program as a plain child '
+    'games.task_forge.sandbox: backend="rlimit" is not a security boundary. It runs each program as a plain child '
     'process under rlimits, in a session of its own (as root: with a uid of its own, whose processes are all '
     "killed after the run), and the rest rests on a Python audit hook inside the program's own interpreter, "
     'which sees only what CPython audits: there is no filesystem, network or PID namespace, so calls it does '
@@ -242,7 +242,7 @@ class Sandbox:
         problem = _bwrap_problem() if backend != "rlimit" else ""
         if problem:
             raise SandboxUnavailable(
-                f"games.sandbox runs programs under bubblewrap, but {problem}: install it with `make system-deps` "
+                f"games.task_forge.sandbox runs programs under bubblewrap, but {problem}: install it with `make system-deps` "
                 f'(Debian\'s `bubblewrap` package), or opt into the weaker fallback with Sandbox(backend="rlimit").'
             )
         self.limits = limits

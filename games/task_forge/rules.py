@@ -15,7 +15,7 @@ One match is one task:
    its output is the reference answer. A program that fails, times out, prints nothing, prints
    too much, or prints different things on the two runs makes an **invalid task**, recorded with
    its reason, and the match ends — unless ``seed_tasks=True``: then the other seats play a task
-   drawn from :mod:`games.task_families` instead (``seeded`` in the outcome), so a proposer that
+   drawn from :mod:`games.task_forge.families` instead (``seeded`` in the outcome), so a proposer that
    cannot yet write a valid task does not leave the executor, verifier and teacher without matches.
 2. for each of ``attempts`` (k) independent attempts:
    - **attempt** — the executor may run Python up to ``tool_calls`` (T) times, then answers with
@@ -32,7 +32,7 @@ One match is one task:
 3. The match ends; the outcome holds every answer, verdict, switch and hint, and p̂, the share of
    attempts right before any critique (the executor's own success rate).
 
-Code written by players runs only in :mod:`games.sandbox`, never in this process.
+Code written by players runs only in :mod:`games.task_forge.sandbox`, never in this process.
 
 Version history:
 * v1: first version.
@@ -50,8 +50,8 @@ from typing import Literal
 import numpy as np
 
 from games.core import GameInfo, Parsed, Rules, bare, boxed_contents, unboxed
-from games.sandbox import Limits, Sandbox, SandboxUnavailable
-from games.task_families import FAMILIES, answers_match, generate, normalize_answer
+from games.task_forge.sandbox import Limits, Sandbox, SandboxUnavailable
+from games.task_forge.families import FAMILIES, answers_match, generate, normalize_answer
 
 SEATS = ("proposer", "executor", "verifier")
 TEACHER = "teacher"
@@ -191,7 +191,7 @@ class TaskForge(Rules):
         the match starts at the first attempt. ``seed_tasks``: when the proposer's task is invalid,
         play one drawn uniformly from the task families instead of ending the match. ``reward_fn``
         shapes the outcome into each seat's reward components (``roles.rewards.forge_rewards``);
-        without it every reward is 0. ``sandbox``: where players' code runs (:mod:`games.sandbox`);
+        without it every reward is 0. ``sandbox``: where players' code runs (:mod:`games.task_forge.sandbox`);
         ``"rlimit"`` opts into the fallback for machines without bubblewrap, which is no boundary."""
         if attempts < 1 or tool_calls < 0 or proposer_tool_calls < 0:
             raise ValueError(f"need attempts >= 1 and tool calls >= 0, got {attempts=}, {tool_calls=}, {proposer_tool_calls=}")

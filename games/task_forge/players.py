@@ -1,7 +1,7 @@
 """Scripted players for task forge: fast stand-ins for each role, to simulate co-evolution on a CPU.
 
-- :class:`CurriculumProposer` writes tasks from :mod:`games.task_families`, choosing the family and
-  difficulty knobs with a curriculum teacher (:mod:`games.curricula`: uniform, ALP-GMM, SEC or a staircase) that
+- :class:`CurriculumProposer` writes tasks from :mod:`games.task_forge.families`, choosing the family and
+  difficulty knobs with a curriculum teacher (:mod:`games.task_forge.curricula`: uniform, ALP-GMM, SEC or a staircase) that
   learns from how the executor did. Its tasks are labelled (``<task family=… size=… complexity=…>``),
   so analysis and the executor's skill model can read what was asked.
 - :class:`SkilledExecutor` answers right with probability ``sigmoid(slope · (skill − difficulty))``
@@ -26,8 +26,8 @@ import re
 
 import numpy as np
 
-from games.curricula import ALPGMM, SEC, Curriculum, RandomCurriculum, Staircase
-from games.task_families import FAMILIES, answers_match, generate
+from games.task_forge.curricula import ALPGMM, SEC, Curriculum, RandomCurriculum, Staircase
+from games.task_forge.families import FAMILIES, answers_match, generate
 
 DEFAULT_DIFFICULTY = 0.5  # for an unlabelled task (a model's): the executor's skill model needs a number
 

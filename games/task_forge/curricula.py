@@ -5,7 +5,7 @@ A task is a *family* (a name) and a point ``knobs`` in the unit square [0, 1]^D 
 ``success`` in [0, 1]: a 0/1 outcome, or a success rate p̂ over k attempts.
 
 >>> import numpy as np
->>> from games.curricula import SEC
+>>> from games.task_forge.curricula import SEC
 >>> teacher, rng = SEC(["arith", "logic"]), np.random.default_rng(0)
 >>> family, knobs = teacher.propose(rng)
 >>> teacher.update(family, knobs, success=0.5)  # the learner solved half its attempts
