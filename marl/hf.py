@@ -125,16 +125,20 @@ class HFPolicy:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids)
         self.adapters: set[str] = set()
 
-    def add_adapter(self, name: str, config: LoraConfig, trainable: bool = True) -> None:
+    def add_adapter(self, name: str, config: LoraConfig, trainable: bool = True, seed: int = 0) -> None:
         """A new LoRA member on the shared base (its B matrices start at zero: it plays as the base);
-        ``trainable = False`` for a frozen one (a snapshot). Every other parameter keeps whether it
-        requires grad: peft would leave only its active adapter trainable, silently stopping the
-        other members' learners."""
-        if not self.adapters:
-            self.model = get_peft_model(self.model, config, adapter_name=name).eval()
-        else:
-            with self._keeping_grad_flags():
-                self.model.add_adapter(name, config)
+        ``trainable = False`` for a frozen one (a snapshot). Its A matrices are drawn from ``seed``,
+        leaving torch's global generator as it was: adding an adapter mid-run (a snapshot loaded
+        lazily) changes nothing else a run draws. Every other parameter keeps whether it requires
+        grad: peft would leave only its active adapter trainable, silently stopping the other
+        members' learners."""
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            if not self.adapters:
+                self.model = get_peft_model(self.model, config, adapter_name=name).eval()
+            else:
+                with self._keeping_grad_flags():
+                    self.model.add_adapter(name, config)
         for param_name, param in self.model.named_parameters():
             if adapter_of(param_name) == name:
                 param.requires_grad_(trainable)

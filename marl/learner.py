@@ -182,19 +182,19 @@ class Learner:
     def _logprobs(self, chunk: Sequence[TrainSample], reference: bool = False, entropy: bool = False):
         """(N, K) log-probs, mask and entropy: per token, or per decision for forced choice; under
         the KL's reference when asked (same tokenizer and code path, other weights)."""
-        policy, adapter = self.policy, {s.adapter: s.adapter for s in chunk}
-        if reference and self.reference_adapter is not None:
-            adapter = dict.fromkeys(adapter, self.reference_adapter)
-        elif reference:
+        policy = self.policy
+        if reference and self.reference is not None:
             policy = copy.copy(self.policy)
             policy.model = self.reference
+        use_magnet = reference and self.reference_adapter is not None
+        adapter = (lambda s: self.reference_adapter) if use_magnet else (lambda s: s.adapter)
         if not chunk[0].forced:
             return policy.completion_logprobs(
-                [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], [adapter[s.adapter] for s in chunk], entropy
+                [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk], [adapter(s) for s in chunk], entropy
             )
         pairs = [(s, c) for s in chunk for c in s.candidates]
         token_lp, real, _ = policy.completion_logprobs(
-            [s.prompt_ids for s, _ in pairs], [c for _, c in pairs], [adapter[s.adapter] for s, _ in pairs]
+            [s.prompt_ids for s, _ in pairs], [c for _, c in pairs], [adapter(s) for s, _ in pairs]
         )  # (sum of candidates, K), completions end-aligned
         chosen, ent, start = [], [], 0
         for s in chunk:

@@ -75,9 +75,7 @@ def load_model(config: TrainConfig, member: str = MEMBER) -> HFPolicy:
 def add_member_adapter(policy: HFPolicy, config: TrainConfig, member: str) -> None:
     """``member``'s LoRA adapter, initialised from its own seed (the model seed and its name):
     the same in whichever process and order it is made, so a resumed run plays as an unbroken one."""
-    with torch.random.fork_rng():
-        torch.manual_seed(derive_seed(config.model_seed, zlib.crc32(member.encode())))
-        policy.add_adapter(member, lora_config(config))
+    policy.add_adapter(member, lora_config(config), seed=derive_seed(config.model_seed, zlib.crc32(member.encode())))
 
 
 def lora_config(config: TrainConfig) -> LoraConfig:
