@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from marl.config import load_config
-from populations.coevolution import CoevolutionTrainer
+from marl.train import Trainer
 from populations.config import RunConfig
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "task_forge_scripted.toml"
@@ -38,7 +38,7 @@ def run(curriculum: str, seed: int, iterations: int, matches: int) -> dict[str, 
     config = load_config(EXAMPLE, overrides, schema=RunConfig)
     log: list[dict] = []
     with tempfile.TemporaryDirectory() as folder:
-        CoevolutionTrainer(config, Path(folder)).run(on_iteration=lambda i, m: log.append(m))
+        Trainer(config, Path(folder)).run(on_iteration=lambda i, m: log.append(m))
     fifth = max(1, iterations // 5)
     return {
         "heldout_accuracy": log[-1]["eval/executor/heldout_accuracy"],

@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from functools import partial
 
 import ray
 import torch
 
-from marl.pools import LocalPool, MatchPlan, PoolConfig, RayPool, Resources, named_members
+from marl.members import named_players
+from marl.pools import LocalPool, MatchPlan, PoolConfig, RayPool, Resources
 
 
 def plans(n: int) -> list[MatchPlan]:
@@ -46,20 +46,20 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one small batch: a smoke test")
     args = parser.parse_args()
     sizes = [16] if args.quick else args.matches
-    build = partial(named_members, "kuhn_poker", ["tiny"], "choose")
+    players = named_players("kuhn_poker", ["tiny"], "choose")
     concurrency = 128
-    local = LocalPool(build(), concurrency)
+    local = LocalPool(concurrency)
     start = time.perf_counter()
     ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
-    pool = RayPool(PoolConfig(kind="ray", rollout_workers=args.workers, rollout=Resources(cpus=1)), build, concurrency)
-    pool.play(plans(args.workers))  # the workers are up and have built their models
+    pool = RayPool(PoolConfig(kind="ray", rollout_workers=args.workers, rollout=Resources(cpus=1)), concurrency)
+    pool.play(plans(args.workers), players)  # the workers are up and have built their models
     startup = time.perf_counter() - start
     rows = []
     try:
         for n in sizes:
             work = plans(n)
-            t_local = best_time(local.play, work, args.repeats)
-            t_ray = best_time(pool.play, work, args.repeats)
+            t_local = best_time(lambda w: local.play(w, players), work, args.repeats)
+            t_ray = best_time(lambda w: pool.play(w, players), work, args.repeats)
             rows.append({
                 "matches": n, "local_matches_per_s": round(n / t_local, 1), "ray_matches_per_s": round(n / t_ray, 1),
                 "ratio_ray_vs_local": round(t_local / t_ray, 3),

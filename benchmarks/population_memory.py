@@ -41,7 +41,7 @@ def measure(layout: str, size: int, model: str) -> dict:
 
     from marl.config import TrainConfig
     from marl.learner import Learner, TrainSample, load_weights, trainable_weights
-    from marl.train import lora_config, member_model
+    from marl.members import Recipe, build_seat, load_model, lora_config
 
     torch.manual_seed(0)
     before = _resident_mb()
@@ -50,7 +50,7 @@ def measure(layout: str, size: int, model: str) -> dict:
     learners, snapshots = [], []
     for i in range(size):
         name = f"m{i}"
-        policy = member_model(config, name, bases if layout == "adapters" else {})
+        policy = build_seat(Recipe(name, config), bases).policy if layout == "adapters" else load_model(config, name)
         if layout == "adapters":  # the snapshot: a frozen adapter beside the member's
             policy.add_adapter(f"{name}@0", lora_config(config), trainable=False)
             load_weights(policy.model, trainable_weights(policy.model, name), f"{name}@0")

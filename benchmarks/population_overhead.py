@@ -30,8 +30,8 @@ import time
 import numpy as np
 
 import games
-from marl.pools import LocalPool
-from marl.rollout import SeatSpec
+from marl.pools import resolve
+from marl.rollout import RolloutEngine, SeatSpec
 from marl.scripted import ScriptedPolicy
 from populations.config import PopulationConfig
 from populations.population import Member, Population, seats_of
@@ -41,7 +41,7 @@ def run(game: str, size: int, iterations: int, matches_per_member: int, eval_fra
     pop = Population(config, "scripted", {}, seed=size)
     players = {name: ScriptedPolicy(name, make) for name, make in games.scripted_players(game).items()}
     scripted, seats = list(players), seats_of([game])
-    pool = LocalPool({}, concurrency=256)
+    engine, seats = RolloutEngine(concurrency=256), {}
     spent = {"matchmaking": 0.0, "ratings": 0.0, "snapshots": 0.0, "checkpoint": 0.0, "matches": 0.0}
 
     def timed(part: str, work, *args):
@@ -51,7 +51,7 @@ def run(game: str, size: int, iterations: int, matches_per_member: int, eval_fra
         return out
 
     def enrol(name: str, player: str) -> None:
-        pool.members[name] = SeatSpec(players[player], name)
+        seats[name] = SeatSpec(players[player], name)
 
     def snapshot_all(iteration: int) -> None:
         for name in list(pop.members):
@@ -67,7 +67,7 @@ def run(game: str, size: int, iterations: int, matches_per_member: int, eval_fra
         matches = size * matches_per_member
         plans = timed("matchmaking", pop.plans, iteration, matches, {game: 1.0}, seats)
         plans += timed("matchmaking", pop.evaluation_plans, iteration, int(matches * eval_fraction), {game: 1.0}, seats)
-        episodes = timed("matches", pool.play, plans)
+        episodes = timed("matches", lambda: engine.play(resolve(plans, seats)))
         played += len(episodes)
         timed("ratings", pop.record, episodes)
         if iteration % 2 == 0:

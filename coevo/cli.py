@@ -33,10 +33,8 @@ from marl.pools import PoolDoesNotFit
 from marl.rundir import RunDirBusy
 from marl.scripted import HumanPolicy
 from marl.train import Trainer
-from populations.coevolution import CoevolutionTrainer
 from populations.config import RunConfig, load_run_config
 from populations.sweep import expand, load_sweep, run_sweep
-from populations.train import PopulationTrainer
 from populations.tournament import round_robin, standings
 from roles.rewards import forge_rewards
 from roles.seat import InvalidMoves
@@ -318,10 +316,7 @@ def train(
 
 def _run(cfg, folder: Path, resume: bool, start: int, quiet: bool) -> dict:
     """The trainer's run, with a progress line of the run's headline metrics; its last metrics."""
-    if cfg.roles is not None:
-        trainer = CoevolutionTrainer(cfg, folder)
-    else:
-        trainer = (Trainer if cfg.population is None else PopulationTrainer)(cfg, folder)
+    trainer = Trainer(cfg, folder)
     console.print(f"run directory: {escape(str(folder))}   metrics: {escape(str(folder / 'events.jsonl'))}", soft_wrap=True)
     # what the metrics have of the line: on a narrow terminal they give way, never the iteration count
     room = max(console.width - len(f"iteration {cfg.iterations}/{cfg.iterations}") - 20 - len("-:--:--") - 3, 10)

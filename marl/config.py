@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import games
 from games.core import ACTION_MAX_CHARS
-from marl.advantages import ADVANTAGE_ESTIMATORS
+from marl.estimators import ESTIMATORS, OUTCOME_ESTIMATORS
 from marl.learner import OptimConfig
 from marl.players import MODELS, check_hf_model
 from marl.pools import PoolConfig
@@ -65,12 +65,14 @@ class RolloutConfig(Strict):
         return InvalidMoves.parse(self.invalid, self.invalid_penalty, self.opponent_reward)
 
 
-EstimatorName = Literal[tuple(ADVANTAGE_ESTIMATORS)]  # the dict's keys: a typo fails when the config loads
+EstimatorName = Literal[tuple(ESTIMATORS)]  # the registry's keys: a typo fails when the config loads
 
 
 class AdvantageConfig(Strict):
     estimator: EstimatorName = Field(  # type: ignore[valid-type]
-        "rae", description="rae: per-(game, role) EMA baseline (SPIRAL); reinforce: none; batch_mean; grpo"
+        "rae",
+        description="rae: per-(game, role) EMA baseline (SPIRAL); reinforce: none; batch_mean; grpo; "
+        "adpo and malt (task forge: over a task's attempts, and MALT's tree values)",
     )
     ema_decay: float = Field(0.95, ge=0, lt=1, description="RAE's α (SPIRAL: 0.95)")
 
@@ -132,6 +134,15 @@ class TrainConfig(Strict):
             raise ValueError(
                 f"eval.opponents: no opponent {unknown[0]!r} for {', '.join(self.games)}; choose from "
                 f"{', '.join(sorted(scripted))} (scripted players), initial (the starting model) or past:K (K >= 1 iterations ago)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _outcome_estimators_need_task_forge(self) -> TrainConfig:
+        if self.advantage.estimator in OUTCOME_ESTIMATORS and set(self.games) != {"task_forge"}:
+            raise ValueError(
+                f"advantage.estimator: {self.advantage.estimator} credits task forge's attempts; "
+                f"{', '.join(self.games)} has none (choose rae, reinforce, batch_mean or grpo)"
             )
         return self
 

@@ -1,20 +1,23 @@
 """Where rollouts and learning run: in this process (``local``) or on Ray actors (``ray``), behind
-one interface, so a run moves from a laptop to a GPU box or a cluster by changing ``[pool]``.
+one interface, so a run of any kind moves from a laptop to a GPU box or a cluster by changing ``[pool]``.
 
 A pool plays ``MatchPlan``s — matches whose seats name members, not models — so a plan travels to
-any worker, and each worker resolves the names against players it built itself (models are never
-pickled; episodes come back as records). The learner of the trained member lives in the driver
-(``local``) or in its own actor (``ray``); after each update its new trainable weights (the whole
-model, or just the LoRA adapter) go to the rollout workers through Ray's object store, tagged with
-a version, and a worker loads them before it starts a batch of matches, so no match ever mixes
-weight versions.
+any worker. Each worker builds the members it is asked for from their recipes
+(``marl.members``: models are never pickled; episodes come back as records) and loads each
+member's state (trainable weights, a LoRA adapter's alone, or a scripted player's state) when
+its version changed since that worker last had it: weights are synced per member and versioned,
+through Ray's object store, before a batch of matches starts, so no match ever mixes versions.
 
-Ray layout: one placement group per trained role (verl/MARTI), bundle 0 for the learner and one
-bundle per rollout worker, each asking for the CPUs and (fractional) GPUs the config declares;
-``PACK`` colocates them on as few nodes as possible, ``SPREAD`` spreads them. A worker that dies
-mid-iteration is restarted by Ray (``max_restarts``) and its unfinished share of the matches is
-played again by another worker: every match's randomness derives from its seed, so the replay is
-the same match and the iteration completes with no lost and no duplicated episodes.
+Learners: each team (a seat game's players, or a task forge role) that learns has one learner
+actor holding every learner of the team (``marl.learners.Learners``, with LoRA all on one base).
+Ray layout: one placement group per learning team (verl/MARTI), bundle 0 its learner, and the
+rollout workers' bundles in the first team's group; each bundle asks for the CPUs and (fractional)
+GPUs the config declares; ``PACK`` colocates a group on as few nodes as possible, ``SPREAD``
+spreads it. A worker that dies mid-iteration is restarted by Ray (``max_restarts``) and its
+unfinished share of the matches is played again by another worker: every match's randomness
+derives from its seed, so the replay is the same match and the iteration completes with no lost
+and no duplicated episodes. A learner actor that dies loses its state: the trainer rewinds to
+its last checkpoint (``LearnerLost``).
 """
 
 from __future__ import annotations
@@ -22,20 +25,18 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple, Protocol
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from marl.episode import Episode
-from marl.learner import Learner, TrainSample
-from marl.players import is_model, make_player
+from marl.learner import TrainSample
+from marl.learners import Learners, LearnerSpec, Weights
+from marl.members import Bases, Recipe, build_seat, drop_seat, load_player_state, player_state
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 
 RESTART_WAIT_S = 120  # how long to wait for Ray to restart a lost actor
-Members = dict[str, SeatSpec]
-Weights = dict[str, torch.Tensor]  # a member's trainable weights (the whole model, or its adapter)
 
 
 class Resources(BaseModel):
@@ -77,116 +78,165 @@ class MatchPlan(NamedTuple):
     seed: int
     seats: dict[str, str]
     match_id: str = ""
+    game_kwargs: dict[str, Any] | None = None  # the game's settings (task forge's attempts, rewards...)
 
 
-def resolve(plans: Sequence[MatchPlan], members: Members) -> list[MatchSpec]:
-    unknown = {name for p in plans for name in p.seats.values()} - set(members)
+class Player(Protocol):
+    """What a pool needs of a member: how to build it anywhere, its seat here, and its state's version."""
+
+    recipe: Recipe
+    seat: SeatSpec
+    version: int
+
+
+def resolve(plans: Sequence[MatchPlan], seats: Mapping[str, SeatSpec]) -> list[MatchSpec]:
+    unknown = {name for p in plans for name in p.seats.values()} - set(seats)
     if unknown:
-        raise ValueError(f"the pool has no members {sorted(unknown)}; it has {sorted(members)}")
-    return [MatchSpec(p.game, p.seed, {s: members[n] for s, n in p.seats.items()}, p.match_id) for p in plans]
+        raise ValueError(f"the pool has no members {sorted(unknown)}; it has {sorted(seats)}")
+    return [MatchSpec(p.game, p.seed, {s: seats[n] for s, n in p.seats.items()}, p.match_id, p.game_kwargs or {}) for p in plans]
 
 
-def named_members(game: str, names: Sequence[str], mode: Literal["generate", "choose"] = "generate") -> Members:
-    """Players by name (``marl.players``: models, scripted players) as members; models play in
-    ``mode`` with compact prompts when choosing, scripted players as they are."""
-    members = {}
-    for name in names:
-        model = is_model(name)
-        members[name] = SeatSpec(make_player(name, game), name, mode if model else "generate", compact=model and mode == "choose")
-    return members
+def _names(plans: Sequence[MatchPlan]) -> set[str]:
+    return {name for p in plans for name in p.seats.values()}
 
 
 class RolloutWorker:
-    """Plays plans with players it builds itself. A plain class: a Ray actor in ``RayPool``."""
+    """Plays plans with players it builds itself from their recipes. A plain class: a Ray actor in ``RayPool``."""
 
-    def __init__(self, build: Callable[[], Members], concurrency: int):
-        self.members = build()
+    def __init__(self, concurrency: int):
         self.engine = RolloutEngine(concurrency=concurrency)
-        self.version = -1
+        self.bases: Bases = {}
+        self.seats: dict[str, SeatSpec] = {}
+        self.recipes: dict[str, Recipe] = {}
+        self.versions: dict[str, int] = {}
 
-    def play(
-        self, plans: Sequence[MatchPlan], version: int = -1, member: str | None = None, weights: Weights | None = None
-    ) -> list[dict]:
-        """Episodes as records; ``member``'s weights are loaded first unless ``version`` is loaded."""
-        if weights is not None and version != self.version:
-            self.members[member].policy.model.load_state_dict(weights, strict=False)
-            self.version = version
-        return [e.model_dump() for e in self.engine.play(resolve(plans, self.members))]
+    def play(self, plans: Sequence[MatchPlan], roster: dict[str, tuple[Recipe, int, Any]]) -> list[dict]:
+        """Episodes as records. ``roster``: each player's recipe, state version and state (an
+        object ref), loaded first where this worker holds another version."""
+        import ray
+
+        for name in [n for n in self.seats if n not in roster and self.recipes[n].frozen]:
+            self._drop(name)  # a snapshot nobody plays now: its memory goes
+        for name, (recipe, version, state) in roster.items():
+            if self.recipes.get(name) != recipe:  # new, or retuned (PBT): built again from its recipe
+                self._drop(name)
+                self.seats[name], self.recipes[name] = build_seat(recipe, self.bases), recipe
+            if self.versions.get(name) != version:
+                load_player_state(self.seats[name], ray.get(state))
+                self.versions[name] = version
+        return [e.model_dump() for e in self.engine.play(resolve(plans, self.seats))]
+
+    def _drop(self, name: str) -> None:
+        if name in self.seats:
+            drop_seat(self.seats.pop(name))
+            del self.recipes[name]
+            self.versions.pop(name, None)
 
     def placement(self) -> dict[str, Any]:
-        return {**_placement(), "weights_version": self.version}
+        return {**_placement(), "weights_version": dict(self.versions)}
 
 
-class LearnerWorker:
-    """The learner of one trained member, in an actor of its own."""
+class BuiltLearners(Learners):
+    """A team's learners in an actor of their own: the members' models built there from their
+    recipes (with LoRA one base, an adapter each), a kickstarting teacher's too."""
 
-    def __init__(self, build: Callable[[], Learner]):
-        self.learner = build()
-
-    def update(self, samples: Sequence[TrainSample]) -> dict[str, float]:
-        return self.learner.update(samples)
-
-    def weights(self) -> Weights:
-        return self.learner.weights()
-
-    def state(self) -> dict:
-        return self.learner.state_dict()
-
-    def load_state(self, state: dict) -> None:
-        self.learner.load_state_dict(state)
+    def __init__(self, recipes: Mapping[str, Recipe], specs: Mapping[str, LearnerSpec], teachers: Mapping[str, Recipe] = {}):
+        bases: Bases = {}
+        seats = {name: build_seat(recipe, bases) for name, recipe in recipes.items()}
+        super().__init__(seats, specs, {name: build_seat(r, bases) for name, r in teachers.items()})
 
     def placement(self) -> dict[str, Any]:
         return _placement()
 
 
-class LocalPool:
-    """Everything in this process: the learner updates the very model the engine plays with."""
+class TeamLearners(NamedTuple):
+    """What a team's learner actor is built from: its members' recipes and learners, and the
+    recipes of the teachers that kickstart them."""
 
-    def __init__(self, members: Members, concurrency: int, learner: Learner | None = None):
-        self.members = members
-        self.learner = learner
+    recipes: dict[str, Recipe]
+    specs: dict[str, LearnerSpec]
+    teachers: dict[str, Recipe] = {}
+
+
+class LocalPool:
+    """Everything in this process: the learners update the very models the engine plays with."""
+
+    def __init__(self, concurrency: int):
         self.engine = RolloutEngine(concurrency=concurrency)
 
-    def play(self, plans: Sequence[MatchPlan]) -> list[Episode]:
-        return self.engine.play(resolve(plans, self.members))
-
-    def update(self, samples: Sequence[TrainSample]) -> tuple[dict[str, float], Weights | None]:
-        """One learner update; the new weights when they live elsewhere than the caller's model."""
-        return self.learner.update(samples), None
-
-    def state(self) -> dict:
-        return self.learner.state_dict()
-
-    def load_state(self, state: dict) -> None:
-        self.learner.load_state_dict(state)
+    def play(self, plans: Sequence[MatchPlan], players: Mapping[str, Player]) -> list[Episode]:
+        return self.engine.play(resolve(plans, {name: players[name].seat for name in _names(plans)}))
 
     def close(self) -> None:
         pass
 
 
 class LearnerLost(RuntimeError):
-    """The learner's actor died: its state is gone, resume from the last checkpoint."""
+    """A learner's actor died: its state is gone, resume from the last checkpoint."""
+
+
+class RemoteLearners:
+    """A team's learners in a Ray actor, driven like ``Learners`` in this process."""
+
+    def __init__(self, actor):
+        self.actor = actor
+
+    def _call(self, method: str, *args):
+        import ray
+        from ray.exceptions import RayActorError
+
+        try:
+            return ray.get(getattr(self.actor, method).remote(*args))
+        except RayActorError as err:
+            raise LearnerLost(str(err)) from err
+
+    def update(self, name: str, samples: Sequence[TrainSample]) -> dict[str, float]:
+        return self._call("update", name, list(samples))
+
+    def set_hparams(self, name: str, values: dict[str, float]) -> None:
+        self._call("set_hparams", name, values)
+
+    def weights(self, name: str) -> Weights:
+        return self._call("weights", name)
+
+    def teach(self, teacher: str, weights: Weights) -> None:
+        self._call("teach", teacher, weights)
+
+    def state(self) -> dict[str, dict]:
+        return self._call("state")
+
+    def load_state(self, states: Mapping[str, dict], hparams: Mapping[str, dict[str, float]] = {}) -> None:
+        """Into the actor, waiting for it if Ray is still restarting it."""
+        for _ in range(RESTART_WAIT_S):
+            try:
+                return self._call("load_state", dict(states), dict(hparams))
+            except LearnerLost:  # a call can still reach the dead instance, or meet the restart
+                time.sleep(1)
+        raise LearnerLost(f"the learner did not come back within {RESTART_WAIT_S} s")
+
+    def reset(self, name: str, weights: Weights, hparams: dict[str, float]) -> None:
+        self._call("reset", name, weights, hparams)
+
+    def copy(self, name: str, donor: str, hparams: dict[str, float]) -> None:
+        self._call("copy", name, donor, hparams)
 
 
 class RayPool:
-    """Rollout workers and the trained member's learner on Ray actors, in one placement group."""
+    """Rollout workers, and each learning team's learners, on Ray actors in placement groups."""
 
-    def __init__(
-        self,
-        config: PoolConfig,
-        build_members: Callable[[], Members],
-        concurrency: int,
-        member: str | None = None,
-        build_learner: Callable[[], Learner] | None = None,
-    ):
+    def __init__(self, config: PoolConfig, concurrency: int, learners: Mapping[str, TeamLearners] = {}):
+        """``learners``: per team that learns, what its actor builds its learners from."""
         import ray
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        self.config, self.member = config, member
+        self.config = config
         self.started_ray = not ray.is_initialized()
-        learner_bundles = [_bundle(config.learner)] if build_learner is not None else []
-        bundles = learner_bundles + [_bundle(config.rollout)] * config.rollout_workers
+        teams = list(learners)
+        layouts = [[_bundle(config.learner)] for _ in teams] or [[]]
+        first = len(layouts[0])
+        layouts[0] += [_bundle(config.rollout)] * config.rollout_workers
+        bundles = [b for layout in layouts for b in layout]
         if self.started_ray:
             ray.init(
                 address=config.address, num_cpus=None if config.address else _local_cpus(config, bundles),
@@ -194,34 +244,46 @@ class RayPool:
                 log_to_driver=False,
             )  # fmt: skip
         _check_fits(bundles, ray.cluster_resources())
-        self.group = placement_group(bundles, strategy=config.strategy)
-        ray.get(self.group.ready(), timeout=120)
+        self.groups = [placement_group(layout, strategy=config.strategy) for layout in layouts]
+        ray.get([g.ready() for g in self.groups], timeout=120)
 
-        def place(resources: Resources, index: int) -> dict:
+        def place(resources: Resources, group: int, index: int) -> dict:
+            strategy = PlacementGroupSchedulingStrategy(self.groups[group], placement_group_bundle_index=index)
             return {
                 "num_cpus": resources.cpus, "num_gpus": resources.gpus, "max_restarts": config.max_restarts,
-                "scheduling_strategy": PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=index),
+                "scheduling_strategy": strategy,
             }  # fmt: skip
 
-        offset = len(learner_bundles)
         self.workers = [
-            ray.remote(RolloutWorker).options(**place(config.rollout, offset + i)).remote(build_members, concurrency)
+            ray.remote(RolloutWorker).options(**place(config.rollout, 0, first + i)).remote(concurrency)
             for i in range(config.rollout_workers)
         ]
-        self.learner = None
-        if build_learner is not None:
-            self.learner = ray.remote(LearnerWorker).options(**place(config.learner, 0)).remote(build_learner)
-        self.version, self.weights = 0, None  # the rollout weights: version and object ref
+        self.actors = {
+            team: ray.remote(BuiltLearners).options(**place(config.learner, g, 0)).remote(*learners[team])
+            for g, team in enumerate(teams)
+        }
+        self.learners = {team: RemoteLearners(actor) for team, actor in self.actors.items()}
+        self.states: dict[str, tuple[int, Any]] = {}  # member -> the version shipped, and its object ref
 
-    def play(self, plans: Sequence[MatchPlan]) -> list[Episode]:
+    def _roster(self, names: set[str], players: Mapping[str, Player]) -> dict[str, tuple[Recipe, int, Any]]:
+        """Each player's recipe, version and state ref, the state put in the object store once per version."""
+        import ray
+
+        for name in names:
+            player = players[name]
+            if self.states.get(name, (None,))[0] != player.version:
+                self.states[name] = (player.version, ray.put(player_state(player.seat)))
+        return {name: (players[name].recipe, *self.states[name]) for name in names}
+
+    def play(self, plans: Sequence[MatchPlan], players: Mapping[str, Player]) -> list[Episode]:
         """Split the plans over the workers; a share whose worker dies is played again by the next."""
         import ray
         from ray.exceptions import ActorUnavailableError, RayActorError
 
         n = len(self.workers)
+        roster = self._roster(_names(plans), players)
         shares = [list(plans[i::n]) for i in range(n)]  # interleaved: long and short matches mix
-        args = (self.version, self.member, self.weights)  # a top-level ref: Ray hands workers the object
-        pending = {self.workers[i].play.remote(share, *args): (i, 0) for i, share in enumerate(shares) if share}
+        pending = {self.workers[i].play.remote(share, roster): (i, 0) for i, share in enumerate(shares) if share}
         done: dict[int, list[dict]] = {}
         while pending:
             [ref], _ = ray.wait(list(pending), num_returns=1)
@@ -232,56 +294,21 @@ class RayPool:
                 if tries >= n * (self.config.max_restarts + 1):
                     raise
                 worker = self.workers[(share + tries + 1) % n]
-                pending[worker.play.remote(shares[share], *args)] = (share, tries + 1)
+                pending[worker.play.remote(shares[share], roster)] = (share, tries + 1)
         records: list[dict] = [None] * len(plans)  # type: ignore[list-item]
         for share, episodes in done.items():
             records[share::n] = episodes
         return [Episode.model_validate(r) for r in records]
 
-    def update(self, samples: Sequence[TrainSample]) -> tuple[dict[str, float], Weights]:
-        """One learner update; publishes the new weights to the rollout workers and returns them."""
-        import ray
-        from ray.exceptions import RayActorError
-
-        try:
-            stats = ray.get(self.learner.update.remote(list(samples)))
-        except RayActorError as err:
-            raise LearnerLost(str(err)) from err
-        self.weights = self.learner.weights.remote()
-        self.version += 1
-        return stats, ray.get(self.weights)
-
-    def state(self) -> dict:
-        import ray
-
-        return ray.get(self.learner.state.remote())
-
-    def load_state(self, state: dict) -> None:
-        """Into the learner, waiting for it if Ray is still restarting it."""
-        import ray
-        from ray.exceptions import RayActorError
-
-        for _ in range(RESTART_WAIT_S):
-            try:
-                ray.get(self.learner.load_state.remote(state))
-                break
-            except RayActorError:  # a call can still reach the dead instance, or meet the restart
-                time.sleep(1)
-        else:
-            raise LearnerLost(f"the learner did not come back within {RESTART_WAIT_S} s")
-        self.weights = ray.put(state["weights"])
-        self.version += 1
-
     def placements(self) -> dict[str, Any]:
-        """Each actor's process, resources and placement group, and the group's bundles, as Ray reports them."""
+        """Each actor's process, resources and placement group, and the groups' bundles, as Ray reports them."""
         import ray
         from ray.util.placement_group import placement_group_table
 
         actors = {f"rollout_{i}": w for i, w in enumerate(self.workers)}
-        if self.learner is not None:
-            actors["learner"] = self.learner
+        actors.update({f"learner_{team}": actor for team, actor in self.actors.items()})
         return {
-            "group": placement_group_table(self.group),
+            "groups": [placement_group_table(g) for g in self.groups],
             "actors": dict(zip(actors, ray.get([a.placement.remote() for a in actors.values()]))),
         }
 
@@ -289,9 +316,10 @@ class RayPool:
         import ray
         from ray.util.placement_group import remove_placement_group
 
-        for actor in [*self.workers, *([self.learner] if self.learner is not None else [])]:
+        for actor in [*self.workers, *self.actors.values()]:
             ray.kill(actor, no_restart=True)
-        remove_placement_group(self.group)
+        for group in self.groups:
+            remove_placement_group(group)
         if self.started_ray:
             ray.shutdown()
 
@@ -303,6 +331,7 @@ def _placement() -> dict[str, Any]:
     context = ray.get_runtime_context()
     return {
         "pid": os.getpid(),
+        "node": context.get_node_id(),
         "resources": context.get_assigned_resources(),
         "placement_group": context.get_placement_group_id(),
     }

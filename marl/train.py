@@ -1,6 +1,25 @@
-"""Self-play training: one policy plays every seat of a mixture of games; each iteration is
-rollouts (the batched engine) -> advantages (RAE by default) -> a PPO-clip update -> the new
-weights play the next iteration (one process: the engine holds the very model the learner updates).
+"""The one trainer: every run — plain self-play, a population, task forge's roles, each a team of
+members — is the same loop, on the local pool or on Ray. One iteration, top to bottom:
+
+1. **plan** the matches (``marl.planners``: self-play, the population's matchmaker, or the roles'
+   rotation), each seat naming a member;
+2. **play** them through the pool, every member's turns batched into one model call per step;
+3. **observe** the results: payoffs and ratings (a population), reward shaping (task forge);
+4. each trainable member **learns** from its own turns only — never a frozen snapshot's or a
+   fixed player's — with its estimator (``marl.estimators``: RAE by default), its own baselines
+   and its own learner (with LoRA its own adapter on a shared base); scripted players that adapt
+   learn through their own ``learn``;
+5. the population **evolves** (``populations.evolution``: snapshots, the league, PBT);
+6. what the games measure is **evaluated** (``marl.evaluators``: Kuhn's exact exploitability
+   every iteration; opponents or held-out tasks every ``eval.every``).
+
+    >>> import tempfile
+    >>> from marl.config import load_config
+    >>> from marl.train import Trainer
+    >>> config = load_config("examples/kuhn_tiny.toml", ["iterations=1", "rollout.matches=8", "eval.every=0"])
+    >>> metrics = Trainer(config, tempfile.mkdtemp()).run()
+    >>> 0 <= metrics["kuhn/exploitability"] <= 0.5
+    True
 
 The run directory is the contract with analysis (DESIGN.md):
 
@@ -8,6 +27,7 @@ The run directory is the contract with analysis (DESIGN.md):
     events.jsonl        structlog JSON lines, each with run_id, iteration and kind
     episodes/           one JSONL shard per iteration, written atomically
     checkpoints/        iter_NNNNNN/ folders written atomically, and ``latest`` naming the newest
+    snapshots/          a population's frozen members, one file each
     .lock               held while a trainer runs (``marl.rundir``)
 
 Every random choice derives from (seed, iteration), so a run resumed from its last checkpoint
@@ -18,129 +38,102 @@ before its first checkpoint resumes from the start, its partial records dropped 
 
 from __future__ import annotations
 
-import copy
 import gc
 import json
 import os
 import shutil
 import time
-import zlib
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 import structlog
 import tomli_w
 import torch
-from peft import LoraConfig
 
-import games
-from games import kuhn_analysis
-from games.play import derive_seed
-from marl.advantages import ADVANTAGE_ESTIMATORS, Sample
 from marl.config import TrainConfig
 from marl.episode import Episode, write_jsonl
-from marl.evaluate import kuhn_strategy, results_against
-from marl.hf import HFPolicy
-from marl.learner import Learner, TrainSample, load_weights, trainable_weights
-from marl.models import load_hf, load_smollm2, load_tiny
-from marl.policy import Sampling
-from marl.pools import LearnerLost, LocalPool, MatchPlan, Members, RayPool
-from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
+from marl.estimators import ESTIMATORS, Credited
+from marl.evaluators import EVALUATIONS, MEASURES, Opponents, prefix, strategy_of
+from marl.learner import TrainSample, load_weights, trainable_weights
+from marl.learners import Learners
+from marl.members import Member
+from marl.planners import PopulationPlan, SelfPlay
+from marl.pools import LearnerLost, LocalPool, RayPool, TeamLearners
+from marl.credit import anneal, task_filter
+from marl.roster import FORGE, build_roster, initial_hparams, optim_settings
 from marl.rundir import RunLock, save_tensors, write_text
-from marl.scripted import ScriptedPolicy
-
-MEMBER = "policy"  # the trained player's name on every turn it plays
-
-
-def load_model(config: TrainConfig, member: str = MEMBER) -> HFPolicy:
-    """A fresh copy of the configured model (never the process-wide cached one: training mutates
-    it); with LoRA, ``member`` names its adapter."""
-    if config.model == "tiny":
-        policy = load_tiny(config.model_seed)
-    elif config.model == "smollm2-135m":
-        policy = load_smollm2()
-    else:
-        policy = load_hf(config.model.removeprefix("hf:"))
-    if config.lora.r:
-        add_member_adapter(policy, config, member)
-    else:
-        policy.model.requires_grad_(True)
-    return policy
-
-
-def add_member_adapter(policy: HFPolicy, config: TrainConfig, member: str) -> None:
-    """``member``'s LoRA adapter, initialised from its own seed (the model seed and its name):
-    the same in whichever process and order it is made, so a resumed run plays as an unbroken one."""
-    policy.add_adapter(member, lora_config(config), seed=derive_seed(config.model_seed, zlib.crc32(member.encode())))
-
-
-def lora_config(config: TrainConfig) -> LoraConfig:
-    return LoraConfig(r=config.lora.r, lora_alpha=config.lora.alpha, target_modules=config.lora.target_modules)
-
-
-def member_model(config: TrainConfig, member: str, bases: dict[tuple[str, int], HFPolicy]) -> HFPolicy:
-    """A population member's model. With LoRA, an adapter named ``member`` on the one base that
-    every member of that model shares (``bases``, by model and seed): N members cost one base and
-    N adapters in memory, and play in one batched call. With full weights, a model of its own."""
-    if not config.lora.r:
-        return load_model(config, member)
-    key = (config.model, config.model_seed)
-    if key in bases:
-        add_member_adapter(bases[key], config, member)
-    else:
-        bases[key] = load_model(config, member)
-    return bases[key]
-
-
-def trained_seat(config: TrainConfig, policy: HFPolicy, member: str = MEMBER) -> SeatSpec:
-    """How a trained member plays, in training and in evaluation, wherever it runs."""
-    rollout = config.rollout
-    adapter = member if config.lora.r else None
-    sampling = Sampling(rollout.temperature, rollout.top_p, rollout.max_new_tokens)
-    return SeatSpec(
-        policy, member, config.mode, sampling, adapter, rollout.invalid_moves, rollout.compact_prompts, rollout.parse,
-        rollout.max_output_chars,
-    )  # fmt: skip
-
-
-def rollout_members(config: TrainConfig) -> Members:
-    """A rollout worker's players: its own copy of the trained model."""
-    return {MEMBER: trained_seat(config, load_model(config))}
-
-
-def remote_learner(config: TrainConfig) -> Learner:
-    """The learner an actor holds: its own copy of the model and optimiser."""
-    return Learner(load_model(config), config.optim, updates=config.iterations)
-
-
-def make_pool(config: TrainConfig, me: SeatSpec) -> LocalPool | RayPool:
-    """The configured pool; ``local`` shares ``me``'s model between engine and learner."""
-    if config.pool.kind == "ray":
-        return RayPool(
-            config.pool, partial(rollout_members, config), config.rollout.concurrency, MEMBER,
-            partial(remote_learner, config),
-        )  # fmt: skip
-    return LocalPool({MEMBER: me}, config.rollout.concurrency, Learner(me.policy, config.optim, updates=config.iterations))
+from populations.config import RunConfig
+from populations.evolution import Evolution, write_population
+from populations.population import Population
+from populations.roles import RolePopulations
+from populations.snapshots import Snapshots, snapshot_recipe
+from roles import forge
 
 
 class Trainer:
     def __init__(self, config: TrainConfig, run_dir: Path):
-        self.config = config
+        self.config = config = config if isinstance(config, RunConfig) else RunConfig.model_validate(config.model_dump())
         self.run_dir = Path(run_dir)
-        self.policy = load_model(config)  # ray pool: the driver's copy, for evaluation and checkpoints
-        self.baselines: dict[tuple[str, str], float] = {}
         self.iteration = 0
-        self.past: deque[tuple[int, dict[str, torch.Tensor]]] = deque(maxlen=self._past_needed() + 1)
-        self.seats = {g: games.make(g).possible_agents for g in config.games}
-        self.me = trained_seat(config, self.policy)
-        self.adapter, self.sampling = self.me.adapter, self.me.sampling
-        self.engine = RolloutEngine(concurrency=config.rollout.concurrency)  # evaluation matches
-        self.pool = make_pool(config, self.me)
-        self._initial: HFPolicy | None = None
+        self.population = None
+        if config.population is not None:
+            self.population = Population(config.population, config.model, initial_hparams(config), config.seed)
+        self.bases = {}  # LoRA: one base per (model, seed) in this process, every member an adapter on it
+        self.roster = build_roster(config, self.population, self.bases)
+        self.members: dict[str, Member] = self.roster.members
+        self.planner = self._planner()
+        self.pool, self.learners = self._pool()
+        self.engine = self.pool.engine if isinstance(self.pool, LocalPool) else LocalPool(config.rollout.concurrency).engine
+        self.snapshots = Snapshots(self.run_dir, self.bases)
+        self.evolution = None
+        if self.population is not None:
+            [team] = self.learners.values() or [None]
+            self.evolution = Evolution(config, self.population, self.members, team, self.snapshots, self.run_dir, self._strategy)
+            for name in self.roster.specs:
+                self.evolution.snapshot(name, 0, "initial")
+        self.evaluation = EVALUATIONS.get(next(iter(config.games)), Opponents)(self)
+        self.measures = [MEASURES[g] for g in config.games if g in MEASURES]
+
+    def _planner(self):
+        config = self.config
+        if config.roles is not None:
+            teams = {role: [m.name for m in self.roster.team(role)] for role in config.roles}
+            populations = {role: rc.population for role, rc in config.roles.items() if rc.population is not None}
+            learners = [n for n, m in self.members.items() if n in self.roster.specs or self._adapts(m)]
+            return RolePopulations(
+                populations, teams, learners, config.seed, config.rollout.matches, FORGE, forge.game_kwargs(config)
+            )
+        if self.population is not None:
+            return PopulationPlan(self.population, config.rollout.matches, config.population.eval_matches, config.games)
+        return SelfPlay(config.seed, config.rollout.matches, config.games, next(iter(self.members)))
+
+    def _pool(self) -> tuple[LocalPool | RayPool, dict]:
+        """The configured pool, and each learning team's learners (in this process, on the very
+        models the engine plays; or in the team's Ray actor, which builds its own)."""
+        config, roster = self.config, self.roster
+        teams = roster.learning_teams()
+        if config.pool.kind == "ray":
+            specs = {
+                team: TeamLearners(
+                    {n: roster.members[n].recipe for n in names}, {n: roster.specs[n] for n in names},
+                    {t: replace(roster.members[t].recipe, frozen=True) for t in map(roster.teachers.get, names) if t},
+                )
+                for team, names in teams.items()
+            }  # fmt: skip
+            pool = RayPool(config.pool, config.rollout.concurrency, specs)
+            return pool, pool.learners
+        learners = {}
+        for team, names in teams.items():
+            seats = {n: roster.members[n].seat for n in names}
+            teachers = {t: roster.members[t].seat for t in (roster.teachers.get(n) for n in names) if t}
+            learners[team] = Learners(seats, {n: roster.specs[n] for n in names}, teachers)
+        return LocalPool(config.rollout.concurrency), learners
+
+    def _strategy(self, member: Member) -> dict | None:
+        return strategy_of(member, self.config.rollout.compact_prompts) if "kuhn_poker" in self.config.games else None
 
     # ---- run directory -------------------------------------------------------------------------
 
@@ -156,145 +149,147 @@ class Trainer:
             processors=[structlog.processors.TimeStamper(fmt="iso"), structlog.processors.JSONRenderer(sort_keys=True)],
         ).bind(run_id=self.run_id)
 
-    def _past_needed(self) -> int:
-        ks = [int(o.split(":")[1]) for o in self.config.eval.opponents if o.startswith("past:")]
-        return max(ks, default=0)
-
     # ---- one iteration -------------------------------------------------------------------------
 
-    def _plans(self, iteration: int) -> list[MatchPlan]:
-        rng = np.random.default_rng([self.config.seed, iteration])
-        names = list(self.config.games)
-        weights = np.array([self.config.games[g] for g in names], dtype=float)
-        specs = []
-        for m in range(self.config.rollout.matches):
-            game = names[rng.choice(len(names), p=weights / weights.sum())]
-            specs.append(
-                MatchPlan(game, derive_seed(self.config.seed, iteration, m), dict.fromkeys(self.seats[game], MEMBER), f"it{iteration}-m{m}")
-            )
-        return specs
-
-    @staticmethod
-    def _samples(episodes: list[Episode], member: str = MEMBER) -> tuple[list[Sample], list]:
-        """``member``'s turns to learn from: never another member's (a frozen opponent's) turns."""
-        samples, turns = [], []
-        for ep in episodes:
-            for t in ep.turns:
-                if t.member == member and t.completion_ids:
-                    samples.append(Sample(ep.match_id, (ep.game, t.role), ep.rewards[t.seat], group=ep.game))
-                    turns.append(t)
-        return samples, turns
+    def players(self, names) -> dict[str, Member]:
+        """Everyone in this iteration's matches: live members, and snapshots loaded as players."""
+        return {n: self.members[n] if n in self.members else self.snapshots.player(n) for n in names}
 
     def step(self, iteration: int) -> dict:
+        plans, extra = self.planner.plan(iteration)
         start = time.perf_counter()
-        episodes = self.pool.play(self._plans(iteration))
+        episodes = self.pool.play(plans + extra, self.players({n for p in plans + extra for n in p.seats.values()}))
         rollout_time = time.perf_counter() - start
-        samples, turns = self._samples(episodes)
-        advantages = ADVANTAGE_ESTIMATORS[self.config.advantage.estimator](
-            samples, self.baselines, self.config.advantage.ema_decay
-        )
-        temperature = self._strategy_temperature() or 1.0
-        batch = [
-            TrainSample(
-                t.prompt_ids, t.completion_ids, float(a), self.adapter,
-                t.candidate_ids or None, t.choice, temperature,
-            )  # fmt: skip
-            for t, a in zip(turns, advantages)
-        ]
-        metrics, weights = self.pool.update(batch)
-        if weights is not None:  # the learner is elsewhere: bring the driver's copy up to date
-            load_weights(self.policy.model, weights)
-        completion_tokens = sum(len(t.completion_ids) for t in turns)
-        metrics["perf/rollout_tokens_per_s"] = completion_tokens / max(rollout_time, 1e-9)
-        metrics.update(self._rollout_metrics(episodes, samples, advantages))
-        metrics.update(self._kuhn_metrics())
+        training = episodes[: len(plans)]
+        metrics = self.observe(episodes, training)
+        for member in self.members.values():
+            if member.name in self.roster.specs or (member.scripted is not None and self._adapts(member)):
+                metrics.update(self.learn(member, training, iteration))
+        trained = sum(len(t.completion_ids) for e in episodes for t in e.turns)
+        metrics["perf/rollout_tokens_per_s"] = trained / max(rollout_time, 1e-9)
         write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
-        self.past.append((iteration, trainable_weights(self.policy.model, self.adapter)))
+        if isinstance(self.planner, RolePopulations):
+            for name in self.planner.due(iteration):
+                self.snapshots.freeze(self.planner.take_snapshot(name, iteration), self.members[name], self.members[name].recipe.config)
+            metrics["population/snapshots"] = len(self.planner.snapshots)
+        if self.evolution is not None:
+            self.evolution.evolve(iteration)
+            self.population.begin_iteration()
+            metrics["population/snapshots"] = len(self.population.snapshots)
+            metrics.update({f"elo/{n}": self.population.elo[n] for n in self.population.members})
+        for measure in self.measures:
+            metrics.update(measure(self))
+        if isinstance(self.evaluation, Opponents):
+            self.evaluation.remember(iteration)
         return metrics
 
-    def _kuhn_metrics(self) -> dict:
-        """The policy's exact Kuhn strategy and exploitability, when it plays Kuhn poker."""
-        if "kuhn_poker" not in self.config.games:
+    def observe(self, episodes: list[Episode], training: list[Episode]) -> dict:
+        """What the results change before anyone learns: ratings and payoffs, shaped rewards."""
+        if self.config.roles is not None:
+            self.planner.record(episodes)
+            metrics = forge.observe(episodes, self.config.reward_config, list(self.config.roles))
+            return metrics | {f"elo/{n}": self.planner.elo[n] for n in self.members}
+        metrics = {"rollout/invalid_rate": float(np.mean([not t.valid for e in training for t in e.turns] or [0.0]))}
+        reasons = Counter(t.reason.split(";")[0] for e in training for t in e.turns if not t.valid)
+        metrics["rollout/invalid_reasons"] = dict(reasons.most_common(5))
+        if self.population is not None:
+            self.population.record(episodes)
+            metrics["population/eval_matches"] = len(episodes) - len(training)
+        return metrics
+
+    def _adapts(self, member: Member) -> bool:
+        """A scripted role player that learns from its matches (curricula, a skilled executor)."""
+        return member.settings is not None and member.settings.trainable
+
+    def learn(self, member: Member, episodes: list[Episode], iteration: int) -> dict:
+        """One update of ``member`` on its own turns (or its scripted player's ``learn``)."""
+        rc = member.settings
+        kept = [ep for ep in episodes if member.name in ep.members.values()]
+        if rc is not None and rc.task_filter:
+            kept = [ep for ep in kept if ep.outcome["attempts"] and task_filter(ep.outcome["p_hat"])]  # a seed task counts
+        if member.scripted is not None:
+            member.scripted.learn([ep.outcome for ep in kept])
+            member.version += 1
+            return {f"{member.name}/learned_from": float(len(kept))}
+        turns = [self._credit(member, ep, t) for ep in kept for t in ep.turns if t.member == member.name and t.completion_ids]
+        if not turns:
             return {}
-        strategy = kuhn_strategy(self.policy, self._strategy_temperature(), self.adapter, self.config.rollout.compact_prompts)
-        return {
-            "kuhn/exploitability": float(kuhn_analysis.exploitability(strategy)),
-            "kuhn/strategy": strategy,  # P(bet or call) per information set: for average policies and plots
-        }
+        advantages, clip_high = ESTIMATORS[member.estimator](
+            turns, member.baselines, self.config.advantage.ema_decay, self.config.optim.clip_eps
+        )
+        batch = [
+            TrainSample(
+                c.turn.prompt_ids, c.turn.completion_ids, float(a), member.adapter, c.turn.candidate_ids or None,
+                c.turn.choice, member.temperature or 1.0, high,
+            )  # fmt: skip
+            for c, a, high in zip(turns, advantages, clip_high)
+        ]
+        learners = self.learners[member.role]
+        if rc is not None and rc.kickstart_final is not None:
+            learners.set_hparams(member.name, {"kickstart_coef": anneal(rc.kickstart, rc.kickstart_final, iteration - 1, self.config.iterations)})
+        remote = isinstance(self.pool, RayPool)
+        if remote and member.name in self.roster.teachers:  # its teacher learns in another actor
+            teacher = self.members[self.roster.teachers[member.name]]
+            learners.teach(teacher.name, trainable_weights(teacher.policy.model, teacher.adapter))
+        stats = learners.update(member.name, batch)
+        if remote:  # the learner is elsewhere: bring this process's copy up to date
+            load_weights(member.policy.model, learners.weights(member.name), member.adapter)
+        member.version += 1
+        stats.update(self._turn_metrics(member, kept, turns, advantages))
+        return {f"{prefix(member.name)}{k}": v for k, v in stats.items()}
 
-    def _start_info(self) -> dict:
-        """What the run's first event says about it."""
-        return {
-            "model": self.config.model, "mode": self.config.mode, "matches_per_iteration": self.config.rollout.matches,
-            "games": self.config.games, **self._kuhn_metrics(),
-            "trainable_parameters": sum(p.numel() for p in trainable_weights(self.policy.model).values()),
-        }  # fmt: skip
+    def _credit(self, member: Member, ep: Episode, t) -> Credited:
+        """A turn with its reward: the seat's return in a seat game; in task forge the part of the
+        outcome the turn decided, each turn its own RAE unit, a task's k attempts one GRPO group."""
+        if ep.game == FORGE:
+            reward = forge.turn_reward(ep.outcome, member.role, t.tag, self.config.reward_config, ep.rewards[member.role])
+            return Credited(ep, t, reward, f"{ep.match_id}/{t.tag}", (ep.game, t.role), (ep.match_id, t.tag.split(":")[0]))
+        return Credited(ep, t, ep.rewards[t.seat], ep.match_id, (ep.game, t.role), ep.game)
 
-    def _strategy_temperature(self) -> float:
-        return self.config.rollout.temperature if self.config.mode == "choose" else 1.0
-
-    def _rollout_metrics(
-        self, episodes: list[Episode], samples: list[Sample], advantages: np.ndarray, member: str = MEMBER,
-        baselines: dict | None = None,
-    ) -> dict:  # fmt: skip
+    def _turn_metrics(self, member: Member, episodes: list[Episode], turns: list[Credited], advantages: np.ndarray) -> dict:
         """Per game and seat, over the matches ``member`` played that seat in."""
-        baselines = self.baselines if baselines is None else baselines
-        out: dict[str, float] = {}
-        for game in self.config.games:
-            for role in self.seats[game]:
-                eps = [e for e in episodes if e.game == game and e.members[role] == member]
-                prefix = f"{game}/{role}"
-                turns = [t for e in eps for t in e.turns if t.role == role and t.member == member]
+        if self.config.roles is not None:
+            return {
+                "adv_mean": float(np.mean(advantages)), "adv_std": float(np.std(advantages)),
+                "response_tokens": float(np.mean([len(c.turn.completion_ids) for c in turns])),
+            }  # fmt: skip
+        out: dict = {}
+        for game, seats in self.planner.seats.items():
+            for role in seats:
+                eps = [e for e in episodes if e.game == game and e.members[role] == member.name]
+                key = f"{game}/{role}"
+                mine = [c.turn for c in turns if c.key == (game, role)]
                 rets = [e.rewards[role] for e in eps]
                 others = [max(r for s, r in e.rewards.items() if s != role) for e in eps]
                 if rets:
-                    out[f"{prefix}/return"] = float(np.mean(rets))
-                    out[f"{prefix}/win"] = float(np.mean([a > b for a, b in zip(rets, others)]))
-                    out[f"{prefix}/draw"] = float(np.mean([a == b for a, b in zip(rets, others)]))
-                if turns:
-                    out[f"{prefix}/invalid_rate"] = float(np.mean([not t.valid for t in turns]))
-                    out[f"{prefix}/response_tokens"] = float(np.mean([len(t.completion_ids) for t in turns]))
-                out[f"{prefix}/baseline"] = baselines.get((game, role), 0.0)
-                adv = [a for s, a in zip(samples, advantages) if s.key == (game, role)]
+                    out[f"{key}/return"] = float(np.mean(rets))
+                    out[f"{key}/win"] = float(np.mean([a > b for a, b in zip(rets, others)]))
+                    out[f"{key}/draw"] = float(np.mean([a == b for a, b in zip(rets, others)]))
+                if mine:
+                    out[f"{key}/invalid_rate"] = float(np.mean([not t.valid for t in mine]))
+                    out[f"{key}/response_tokens"] = float(np.mean([len(t.completion_ids) for t in mine]))
+                out[f"{key}/baseline"] = member.baselines.get((game, role), 0.0)
+                adv = [a for c, a in zip(turns, advantages) if c.key == (game, role)]
                 if adv:
-                    out[f"{prefix}/adv_mean"], out[f"{prefix}/adv_std"] = float(np.mean(adv)), float(np.std(adv))
-        reasons = Counter(t.reason.split(";")[0] for e in episodes for t in e.turns if not t.valid)
-        out["rollout/invalid_rate"] = float(np.mean([not t.valid for e in episodes for t in e.turns] or [0.0]))
-        out["rollout/invalid_reasons"] = dict(reasons.most_common(5))
+                    out[f"{key}/adv_mean"], out[f"{key}/adv_std"] = float(np.mean(adv)), float(np.std(adv))
         return out
-
-    # ---- evaluation ----------------------------------------------------------------------------
-
-    def _opponent(self, name: str, game: str):
-        if name == "initial":
-            if self._initial is None:
-                self._initial = load_model(self.config)
-            return self._initial, None
-        if name.startswith("past:"):  # the oldest snapshot kept: K iterations ago once the run is that old
-            past = copy.deepcopy(self.policy)
-            load_weights(past.model, self.past[0][1], self.adapter)
-            return past, self.adapter
-        scripted = games.scripted_players(game)
-        return ScriptedPolicy(name, scripted[name]), None
 
     def evaluate(self, iteration: int) -> dict[str, float]:
-        out = {}
-        for game in self.config.games:
-            for name in self.config.eval.opponents:
-                if name not in ("initial",) and not name.startswith("past:") and name not in games.scripted_players(game):
-                    continue  # a scripted player of another game
-                policy, adapter = self._opponent(name, game)
-                mode = self.config.mode if isinstance(policy, HFPolicy) else "generate"
-                them = replace(self.me, policy=policy, member=name, mode=mode, adapter=adapter)
-                specs = []
-                for m in range(self.config.eval.matches):
-                    seats = self.seats[game]
-                    order = seats if m % 2 == 0 else seats[::-1]
-                    specs.append(MatchSpec(game, derive_seed(self.config.seed, iteration, 10**6 + m), {order[0]: self.me, order[1]: them}))
-                result = results_against(self.engine.play(specs), MEMBER)
-                for k, v in result.items():
-                    out[f"eval/{game}/{name}/{k}"] = v
-        return out
+        return self.evaluation(iteration)
+
+    def _start_info(self) -> dict:
+        """What the run's first event says about it."""
+        info = {
+            "model": self.config.model, "mode": self.config.mode, "matches_per_iteration": self.config.rollout.matches,
+            "games": self.config.games, "members": {n: m.recipe.scripted or m.recipe.config.model for n, m in self.members.items()},
+            "trainable_parameters": {
+                n: sum(p.numel() for p in trainable_weights(self.members[n].policy.model, self.members[n].adapter).values())
+                for n in self.roster.specs
+            },
+        }  # fmt: skip
+        for measure in self.measures:
+            info.update(measure(self))
+        return info
 
     # ---- checkpoints ---------------------------------------------------------------------------
 
@@ -315,8 +310,18 @@ class Trainer:
 
     def _checkpoint_state(self) -> tuple[dict, dict]:
         """What a checkpoint holds: tensors (``state.pt``) and JSON (``state.json``)."""
-        tensors = {"learner": self.pool.state(), "past": list(self.past)}  # learner: weights, optimiser, schedule, magnet
-        return tensors, {"baselines": _pairs(self.baselines)}
+        learners = {team: group.state() for team, group in self.learners.items()}  # weights, optimiser, schedule, magnet
+        tensors = {"learners": learners, "past": self.evaluation.state() if isinstance(self.evaluation, Opponents) else []}
+        meta = {
+            "baselines": {n: _pairs(m.baselines) for n, m in self.members.items()},
+            "scripted": {n: m.scripted.state_dict() for n, m in self.members.items() if m.scripted is not None},
+        }  # fmt: skip
+        if self.evolution is not None:
+            meta["population"] = self.evolution.state()
+        if isinstance(self.planner, RolePopulations):
+            meta["roles"] = self.planner.state_dict()
+            write_population(self.run_dir, meta["roles"], self.planner)
+        return tensors, meta
 
     def load_checkpoint(self) -> int:
         folder = self.run_dir / "checkpoints"
@@ -329,11 +334,27 @@ class Trainer:
         return self.iteration
 
     def _restore(self, tensors: dict, meta: dict) -> None:
-        load_weights(self.policy.model, tensors["learner"]["weights"])
-        self.pool.load_state(tensors["learner"])
-        self.past.clear()
-        self.past.extend(tensors["past"])
-        self.baselines = _unpairs(meta["baselines"])
+        hparams = {}
+        if self.evolution is not None:
+            self.evolution.load_state(meta["population"])
+            hparams = {n: optim_settings(m.hparams) for n, m in self.population.members.items()}
+        if isinstance(self.planner, RolePopulations):
+            self.planner.load_state_dict(meta["roles"])
+            owners = self.planner.snapshots.items()
+            self.snapshots.reload({s: (snapshot_recipe(s, self.members[m], self.members[m].recipe.config), self.members[m].role) for s, m in owners})
+        for team, states in tensors["learners"].items():
+            self.learners[team].load_state(states, {n: hparams.get(n, {}) for n in states})
+            if isinstance(self.pool, RayPool):  # this process's copies of the models, too
+                for name, state in states.items():
+                    load_weights(self.members[name].policy.model, state["weights"], self.members[name].adapter)
+        for name, member in self.members.items():
+            member.baselines.clear()
+            member.baselines.update(_unpairs(meta["baselines"][name]))
+            if name in meta["scripted"]:
+                member.scripted.load_state_dict(meta["scripted"][name])
+            member.version += 1
+        if isinstance(self.evaluation, Opponents):
+            self.evaluation.load_state(tensors["past"])
 
     def _drop_after(self, iteration: int) -> None:
         """Forget events and episode shards newer than the checkpoint we resume from, and the

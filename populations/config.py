@@ -14,10 +14,11 @@ from pydantic import Field, model_validator
 
 import games
 from games.task_forge.players import FORGE_PLAYERS
-from marl.config import LoraSettings, Strict, TrainConfig, load_config
+from marl.config import EstimatorName, LoraSettings, Strict, TrainConfig, load_config
 from marl.players import MODELS, check_hf_model
 from populations.league import LeagueConfig
 from populations.pbt import PBTConfig
+from populations.roles import RolePopulationConfig
 from roles.rewards import RewardConfig
 
 MATCHMAKERS = ("self_play", "fictitious", "pfsp", "skill", "psro", "league")
@@ -45,7 +46,6 @@ class PopulationConfig(Strict):
 
 
 FORGE_ROLES = ("proposer", "executor", "verifier", "teacher")
-ROLE_ESTIMATORS = ("rae", "reinforce", "batch_mean", "grpo", "adpo", "malt")
 
 
 class RoleConfig(Strict):
@@ -54,7 +54,7 @@ class RoleConfig(Strict):
     player: str = Field(description="scripted:<name> (games.task_forge.players) | tiny | smollm2-135m | hf:<path>")
     members: int = Field(1, ge=1, description="the role's population: members take turns in its seat, each learning from its own turns")
     trainable: bool = Field(True, description="models: gradient updates; scripted players: their own learn() (curricula, skill)")
-    estimator: Literal[ROLE_ESTIMATORS] | None = Field(  # type: ignore[valid-type]
+    estimator: EstimatorName | None = Field(  # type: ignore[valid-type]
         None,
         description="rae (per-(game, role) EMA), reinforce, batch_mean, grpo (over a task's attempts), adpo, malt; "
         "unset: the run's [advantage] estimator",
@@ -64,6 +64,9 @@ class RoleConfig(Strict):
     kickstart_final: float | None = Field(None, ge=0, description="anneal λ linearly to this by the last iteration")
     model_seed: int = Field(0, description="initialisation seed of a tiny model")
     lora: LoraSettings = LoraSettings()
+    population: RolePopulationConfig | None = Field(
+        None, description="the role as a population: snapshots, and how its seat is filled for other roles' learners"
+    )
 
     @property
     def scripted(self) -> str | None:
@@ -99,7 +102,7 @@ class RunConfig(TrainConfig):
         if self.roles is None:
             return self
         if self.population is not None:
-            raise ValueError("roles: task forge co-evolution and [population] are separate kinds of run; give one")
+            raise ValueError("population: with [roles], a role's population is its own table: [roles.<role>.population]")
         if set(self.games) != {"task_forge"}:
             raise ValueError("roles: co-evolution plays task_forge only; set games = { task_forge = 1.0 }")
         missing = [r for r in FORGE_ROLES[:3] if r not in self.roles]
@@ -127,13 +130,6 @@ class RunConfig(TrainConfig):
             RewardConfig(**self.rewards)
         except TypeError as err:
             raise ValueError(f"rewards: {err}") from None
-        return self
-
-    @model_validator(mode="after")
-    def _pool_fits_the_run(self) -> RunConfig:
-        if self.pool.kind == "ray" and (self.roles is not None or self.population is not None):
-            kind = "task forge co-evolution ([roles])" if self.roles is not None else "population training ([population])"
-            raise ValueError(f"pool.kind: the Ray pool trains one self-play policy; {kind} runs on pool.kind = \"local\"")
         return self
 
     @property

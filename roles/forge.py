@@ -8,12 +8,21 @@ outcome by :mod:`roles.rewards`.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
+import numpy as np
 from pettingzoo import AECEnv
 
 from games.core import Parsed
-from roles.rewards import RewardConfig, teacher_components, verifier_components
+from games.task_forge.players import task_label
+from games.task_forge.sandbox import Limits
+from marl.credit import task_filter
+from roles.rewards import RewardConfig, add_repetition, forge_rewards, switch_rates, teacher_components, verifier_components
+
+GAME = "task_forge"
 
 BRIEFS = {
     "proposer": "You are the proposer. Write tasks the executor gets right about half of the time: "
@@ -67,3 +76,49 @@ def turn_reward(outcome: dict, seat: str, tag: str, config: RewardConfig, episod
     if seat == "teacher":
         return sum(teacher_components([a], outcome["p_hat"], config).values())
     return episode_reward
+
+
+def observe(episodes: list, config: RewardConfig, roles: Sequence[str]) -> dict:
+    """Add the proposer's batch repetition penalty (Agent0's: a batch term the game could not
+    add) to the episodes' rewards; log every reward component, p̂, difficulty, switch rates, and
+    why tasks and answers were invalid."""
+    outcomes = [ep.outcome for ep in episodes]
+    shaped = [forge_rewards(o, config) for o in outcomes]
+    add_repetition(shaped, outcomes, config)
+    components: dict[str, list[float]] = {}
+    for ep, seats in zip(episodes, shaped):
+        ep.rewards["proposer"] += seats["proposer"]["repetition"]
+        for seat, parts in seats.items():
+            for part, value in parts.items():
+                components.setdefault(f"{GAME}/{seat}/{part}", []).append(value)
+    out: dict = {key: float(np.mean(values)) for key, values in components.items()}
+    for seat in roles:
+        out[f"{GAME}/{seat}/return"] = float(np.mean([ep.rewards[seat] for ep in episodes]))
+    valid = [ep for ep in episodes if ep.outcome["valid_task"]]
+    attempts = [a for o in outcomes for a in o["attempts"]]
+    out["forge/valid_task_rate"] = len(valid) / len(episodes)
+    out["forge/seeded_task_rate"] = float(np.mean([o["seeded"] for o in outcomes]))
+    reasons = Counter(o["invalid_reason"].split(":")[0] for o in outcomes if not o["valid_task"])
+    out["forge/invalid_task_reasons"] = dict(reasons.most_common(5))
+    if valid:
+        p_hats = np.array([ep.outcome["p_hat"] for ep in valid])
+        out["forge/p_hat"] = float(p_hats.mean())
+        out["forge/p_hat_in_band"] = float(np.mean([task_filter(p) for p in p_hats]))
+        out["forge/difficulty"] = float(np.mean([task_label(ep.outcome["task_meta"])[1] for ep in valid]))
+        out["forge/invalid_answer_rate"] = float(np.mean([a["answer"] is None for a in attempts]))
+        out["forge/tool_calls_per_attempt"] = float(np.mean([a["tool_calls"] for a in attempts]))
+        out.update({f"forge/switch_{k}": v for k, v in switch_rates(outcomes).items()})
+    return out
+
+
+
+def game_kwargs(config) -> dict:
+    """Task forge's settings for a run's matches (``RunConfig``'s ``[forge]``, ``[roles]`` and
+    ``[rewards]``), as plain data that travels with the match plans to any worker."""
+    forge = config.forge
+    return {
+        "attempts": forge.attempts, "tool_calls": forge.tool_calls, "proposer_tool_calls": forge.proposer_tool_calls,
+        "teacher": "teacher" in config.roles, "limits": Limits(cpu_seconds=forge.cpu_seconds, wall_seconds=forge.wall_seconds),
+        "reward_fn": partial(forge_rewards, config=config.reward_config), "seed_tasks": forge.seed_tasks,
+        "sandbox": forge.sandbox,
+    }  # fmt: skip

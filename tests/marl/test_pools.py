@@ -9,14 +9,15 @@ import subprocess
 import sys
 import threading
 import time
-from functools import partial
 from pathlib import Path
 
 import pytest
 
 from marl.config import load_config
-from marl.pools import LocalPool, MatchPlan, PoolConfig, PoolDoesNotFit, RayPool, Resources, _local_cpus, named_members
-from marl.train import Trainer, remote_learner
+from marl.learners import LearnerSpec
+from marl.members import Recipe, named_players
+from marl.pools import LocalPool, MatchPlan, PoolConfig, PoolDoesNotFit, RayPool, Resources, TeamLearners, _local_cpus
+from marl.train import Trainer
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -34,7 +35,7 @@ def local_ray():
 def test_a_pool_that_cannot_fit_says_what_is_short(local_ray):
     config = PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5, gpus=1))
     with pytest.raises(PoolDoesNotFit, match="ask for 2 GPU but Ray has 1; lower pool.rollout_workers, pool.rollout.gpus"):
-        RayPool(config, partial(named_members, "kuhn_poker", ["random"]), 8)
+        RayPool(config, 8)
 
 
 def test_a_local_ray_declares_the_cpus_the_default_pool_asks_for_on_a_two_core_machine(monkeypatch):
@@ -58,16 +59,16 @@ def test_actors_get_the_declared_fractions_and_bundles(local_ray):
     config = PoolConfig(
         kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5, gpus=0.25), learner=Resources(cpus=0.5, gpus=0.5)
     )
-    build = partial(named_members, "kuhn_poker", ["random"])
-    learner = partial(remote_learner, load_config(EXAMPLES / "kuhn_tiny.toml"))
-    pool = RayPool(config, build, 8, member="policy", build_learner=learner)
+    run = load_config(EXAMPLES / "kuhn_tiny.toml")
+    learners = TeamLearners({"policy": Recipe("policy", run)}, {"policy": LearnerSpec(run.optim, run.iterations)})
+    pool = RayPool(config, 8, {"player": learners})
     try:
         placed = pool.placements()
-        group = placed["group"]
+        [group] = placed["groups"]
         assert group["strategy"] == "PACK" and group["state"] == "CREATED"
         assert list(group["bundles"].values()) == [{"CPU": 0.5, "GPU": 0.5}, {"CPU": 0.5, "GPU": 0.25}, {"CPU": 0.5, "GPU": 0.25}]
         actors = placed["actors"]
-        assert actors["learner"]["resources"] == {"CPU": 0.5, "GPU": 0.5}
+        assert actors["learner_player"]["resources"] == {"CPU": 0.5, "GPU": 0.5}
         for name in ("rollout_0", "rollout_1"):
             assert actors[name]["resources"] == {"CPU": 0.5, "GPU": 0.25}
         assert {a["placement_group"] for a in actors.values()} == {group["placement_group_id"]}
@@ -78,25 +79,25 @@ def test_actors_get_the_declared_fractions_and_bundles(local_ray):
 
 @pytest.mark.parametrize("names, mode", [(("random", "nash"), "generate"), (("tiny", "random"), "choose")])
 def test_two_ray_workers_play_the_same_matches_as_the_local_pool(local_ray, names, mode):
-    build = partial(named_members, "kuhn_poker", list(names), mode)
+    players = named_players("kuhn_poker", list(names), mode)
     plans = kuhn_plans(60, names)
-    pool = RayPool(PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5)), build, 16)
+    pool = RayPool(PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5)), 16)
     try:
-        remote = pool.play(plans)
+        remote = pool.play(plans, players)
     finally:
         pool.close()
-    local = LocalPool(build(), 16).play(plans)
+    local = LocalPool(16).play(plans, players)
     assert [transcript(e) for e in remote] == [transcript(e) for e in local]
 
 
 def test_a_worker_killed_mid_iteration_loses_and_duplicates_nothing(local_ray):
-    build = partial(named_members, "kuhn_poker", ["tiny", "random"], "choose")
+    players = named_players("kuhn_poker", ["tiny", "random"], "choose")
     plans = kuhn_plans(600)
-    pool = RayPool(PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5)), build, 8)
+    pool = RayPool(PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5)), 8)
     try:
         victim = pool.placements()["actors"]["rollout_0"]["pid"]
         result: dict = {}
-        playing = threading.Thread(target=lambda: result.update(episodes=pool.play(plans)))
+        playing = threading.Thread(target=lambda: result.update(episodes=pool.play(plans, players)))
         playing.start()
         time.sleep(1.0)  # the shares are being played
         os.kill(victim, signal.SIGKILL)
@@ -106,7 +107,7 @@ def test_a_worker_killed_mid_iteration_loses_and_duplicates_nothing(local_ray):
         assert _pid_once_restarted(pool) != victim, "Ray restarted the worker"
     finally:
         pool.close()
-    local = LocalPool(build(), 8).play(plans)
+    local = LocalPool(8).play(plans, players)
     assert [transcript(e) for e in episodes] == [transcript(e) for e in local]
 
 
@@ -123,20 +124,6 @@ def small_ray_run(*overrides: str):
     """The Kuhn example on a Ray pool, small enough for 2 cores."""
     base = ["rollout.matches=16", "eval.every=0", "pool.kind=ray", "pool.rollout.cpus=0.5", "pool.learner.cpus=0.5"]
     return load_config(EXAMPLES / "kuhn_tiny.toml", [*base, *overrides])
-
-
-def test_training_on_a_ray_pool_syncs_weights_and_resumes(local_ray, tmp_path):
-    config = small_ray_run("iterations=2", "checkpoint_every=1", "pool.rollout_workers=2")
-    trainer = Trainer(config, tmp_path / "run")
-    metrics = trainer.run()
-    assert metrics["policy/grad_norm"] > 0 and metrics["learner/samples"] > 0
-    assert ray.util.placement_group_table(trainer.pool.group)["state"] != "CREATED", "the run removed its group"
-    local = Trainer(config.model_copy(update={"pool": PoolConfig()}), tmp_path / "local")
-    local_metrics = local.run()
-    assert metrics["kuhn/exploitability"] == pytest.approx(local_metrics["kuhn/exploitability"], abs=1e-4)
-    resumed = Trainer(config.model_copy(update={"iterations": 3}), tmp_path / "run")
-    resumed.run(resume=True)
-    assert resumed.iteration == 3
 
 
 def _ray_processes() -> set[int]:
@@ -174,7 +161,7 @@ def test_a_lost_learner_rewinds_to_the_last_checkpoint(local_ray, tmp_path):
 
     def kill_learner_after(iteration: int, metrics: dict) -> None:
         if iteration == 3 and not killed:  # after the checkpoint at 2: iteration 3's update is lost
-            killed.append(trainer.pool.placements()["actors"]["learner"]["pid"])
+            killed.append(trainer.pool.placements()["actors"]["learner_player"]["pid"])
             os.kill(killed[0], signal.SIGKILL)
 
     trainer.run(on_iteration=kill_learner_after)

@@ -1,5 +1,6 @@
 """Self-play training end to end: config errors, a short run, exact resume after SIGKILL, SmolLM2."""
 
+import doctest
 import os
 from pathlib import Path
 
@@ -99,9 +100,9 @@ def test_extends_loops_are_refused(tmp_path):
 def test_a_short_run_writes_the_run_directory(tmp_path):
     config = load_config(write(tmp_path, SHORT_KUHN.format(iterations=2)))
     trainer = Trainer(config, tmp_path / "run")
-    before = {n: p.clone() for n, p in trainer.policy.model.named_parameters()}
+    before = {n: p.clone() for n, p in trainer.members["policy"].policy.model.named_parameters()}
     trainer.run()
-    unchanged = [n for n, p in trainer.policy.model.named_parameters() if torch.equal(p, before[n])]
+    unchanged = [n for n, p in trainer.members["policy"].policy.model.named_parameters() if torch.equal(p, before[n])]
     assert not unchanged, f"parameters not updated: {unchanged}"
     records = events(tmp_path / "run")
     assert [r["kind"] for r in records] == ["start", "iteration", "iteration", "checkpoint", "end"]  # every 2
@@ -198,3 +199,10 @@ def test_every_example_config_loads(path):
         assert len(expand(load_sweep(path))) >= 1  # and every run's config is valid
     else:
         assert load_run_config(path).iterations >= 1
+
+
+def test_the_trainers_docstring_example_runs(monkeypatch):
+    """The one trainer's runnable example, from the repository root as CI runs it."""
+    monkeypatch.chdir(Path(__file__).parents[2])
+    result = doctest.testmod(marl.train)
+    assert result.attempted > 0 and result.failed == 0

@@ -9,10 +9,11 @@ from typer.testing import CliRunner
 
 from coevo.cli import app
 from marl.episode import read_jsonl
+from marl.estimators import ESTIMATORS
 from marl.hf import adapter_of
-from populations.coevolution import CoevolutionTrainer
+from marl.train import Trainer
 from populations.config import load_run_config
-from tests.runs import comparable, events, train_killed_after
+from tests.runs import events
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 runner = CliRunner()
@@ -48,21 +49,6 @@ def test_scripted_coevolution_raises_difficulty_as_the_executor_improves(tmp_pat
     [ep, *_] = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
     assert ep.outcome["valid_task"] and ep.outcome["task_meta"]["family"]
     assert {t.tag.split(":")[0] for t in ep.turns} >= {"propose", "attempt", "judge", "revise"}
-
-
-def test_a_killed_coevolution_run_resumes_exactly(tmp_path):
-    config = [str(EXAMPLES / "task_forge_scripted.toml"), "--iterations", "6", "--set", "checkpoint_every=2",
-              "--set", "rollout.matches=8", "--set", "eval.every=3"]  # fmt: skip
-    whole = tmp_path / "whole"
-    assert runner.invoke(app, ["train", *config, "--run-dir", str(whole), "--quiet"]).exit_code == 0
-    killed = tmp_path / "killed"
-    train_killed_after(config, killed, iteration=3)
-    result = runner.invoke(app, ["train", "--resume", str(killed), "--quiet"])
-    assert result.exit_code == 0, result.output
-    assert comparable(events(killed)) == comparable(events(whole))
-    for i in range(1, 7):
-        shard = f"episodes/iter_{i:06d}.jsonl"
-        assert (killed / shard).read_text() == (whole / shard).read_text()
 
 
 def test_tiny_models_learn_in_three_seats_with_adpo_and_kickstarting(tmp_path):
@@ -102,7 +88,8 @@ def test_each_role_may_be_a_population_whose_members_learn_from_their_own_matche
         ("roles.executor.kickstart=0.5", "roles.executor.kickstart"),
         ("rewards={nonsense=1.0}", "rewards"),
         ("games={tictactoe=1.0}", "roles"),
-        ("pool.kind='ray'", "pool.kind"),  # once silently played on the local engine
+        ("roles.executor.population={matchmaker='league'}", "roles.executor.population.matchmaker"),  # two-player zero-sum only
+        ("population={size=2}", "population"),  # a role's population is its own table
     ],
 )
 def test_bad_coevolution_settings_are_one_line_naming_the_field(override, field):
@@ -133,26 +120,27 @@ def test_the_runs_advantage_estimator_is_every_roles_unless_the_role_names_its_o
     """[advantage] estimator was once ignored here: every role learned with RAE."""
     overrides = ["rollout.matches=4", "forge.attempts=2", "rollout.max_new_tokens=8", "roles.executor.estimator='grpo'"]
     config = load_run_config(EXAMPLES / "task_forge_tiny.toml", [*overrides, "advantage.estimator='reinforce'"])
-    trainer = CoevolutionTrainer(config, tmp_path / "run")
-    episodes = trainer.engine.play(trainer._matches(1))
-    trainer._shape(episodes)
+    trainer = Trainer(config, tmp_path / "run")
+    plans, _ = trainer.planner.plan(1)
+    episodes = trainer.pool.play(plans, trainer.members)
+    trainer.observe(episodes, episodes)
     for role, estimator in (("verifier", "reinforce"), ("teacher", "reinforce"), ("executor", "grpo")):
-        [member] = trainer.populations[role]
-        turns = [(ep, t) for ep in episodes for t in ep.turns if t.member == member.name and t.completion_ids]
-        rewards = np.array([trainer._turn_reward(member, ep, t.tag) for ep, t in turns])
-        advantages, _ = trainer._advantages(member, turns)
-        assert turns and np.allclose(advantages, rewards) == (estimator == "reinforce"), role
-    assert trainer.baselines == {}, "RAE ran: it keeps a baseline per (game, member)"
+        [member] = trainer.roster.team(role)
+        assert member.estimator == estimator, role
+        turns = [trainer._credit(member, ep, t) for ep in episodes for t in ep.turns if t.member == member.name and t.completion_ids]
+        advantages, _ = ESTIMATORS[member.estimator](turns, member.baselines, 0.95, 0.2)
+        assert turns and np.allclose(advantages, [c.reward for c in turns]) == (estimator == "reinforce"), role
+        assert member.baselines == {}, "RAE ran: it keeps a baseline per (game, role)"
 
 
 def test_lora_members_of_every_role_are_adapters_on_one_base(tmp_path):
     roles = ("executor", "verifier", "teacher")
     overrides = ["roles.executor.members=2", *(f"roles.{r}.lora={{r=4}}" for r in roles), *(f"roles.{r}.model_seed=0" for r in roles)]
-    trainer = CoevolutionTrainer(load_run_config(EXAMPLES / "task_forge_tiny.toml", overrides), tmp_path / "run")
+    trainer = Trainer(load_run_config(EXAMPLES / "task_forge_tiny.toml", overrides), tmp_path / "run")
     [base] = trainer.bases.values()
-    learners = [m for r in roles for m in trainer.populations[r]]
+    learners = [m for r in roles for m in trainer.roster.team(r)]
     assert all(m.seat.policy is base and m.seat.adapter == m.name for m in learners)
     assert base.adapters == {m.name for m in learners}
     for member in learners:  # the kickstarted executors too: each learner trains its own adapter
         params = [id(p) for n, p in base.model.named_parameters() if adapter_of(n) == member.name]
-        assert [id(p) for p in member.learner.params] == params
+        assert [id(p) for p in trainer.learners[member.role][member.name].params] == params

@@ -1,0 +1,177 @@
+"""What a run measures, per game, from a registry instead of wired into a trainer.
+
+- Every iteration (``MEASURES``): Kuhn poker's exact exploitability of every learner's policy
+  and, with a population, of the meta-strategy mixture (reach-weighted per information set,
+  ``games.kuhn_analysis.average``, never a plain mean).
+- Every ``eval.every`` iterations (``EVALUATIONS``): a seat game's first learner against the
+  fixed opponents of ``eval.opponents`` (scripted players, its initial weights, itself K
+  iterations ago), half the matches in each seat; task forge's executors on held-out tasks.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+import games
+from games import kuhn_analysis
+from games.play import derive_seed
+from games.task_forge.families import FAMILIES, heldout
+from games.task_forge.players import SkilledExecutor
+from marl.evaluate import kuhn_strategy, results_against
+from marl.hf import HFPolicy
+from marl.learner import load_weights, trainable_weights
+from marl.members import MEMBER, Member, load_model
+from marl.rollout import MatchSpec
+from marl.scripted import ScriptedPolicy
+
+if TYPE_CHECKING:
+    from marl.train import Trainer
+
+EVAL_SEEDS = 10**6  # evaluation matches draw their seeds apart from training matches
+KUHN_SCRIPTED = {  # exact strategies of Kuhn's scripted players, for the mixture's analysis
+    "random": kuhn_analysis.uniform, "nash": kuhn_analysis.nash, "always_bet": kuhn_analysis.always_bet,
+    "never_bluff": kuhn_analysis.never_bluff,
+}  # fmt: skip
+
+
+def prefix(name: str) -> str:
+    """Where a member's metrics go: plain self-play's one member at the top, the others under their names."""
+    return "" if name == MEMBER else f"{name}/"
+
+
+def strategy_of(member: Member, compact: bool) -> dict[str, float] | None:
+    """A Kuhn player's exact strategy: a model's read by scoring, a scripted player's known one."""
+    if isinstance(member.policy, HFPolicy):
+        return kuhn_strategy(member.policy, member.temperature, member.adapter, compact)
+    maker = KUHN_SCRIPTED.get(member.scripted.name) if member.scripted is not None else None
+    return {k: float(v) for k, v in maker().items()} if maker else None
+
+
+def kuhn(trainer: Trainer) -> dict:
+    """Each learner's exact strategy and exploitability, and the population mixture's."""
+    compact = trainer.config.rollout.compact_prompts
+    strategies = {name: strategy_of(trainer.members[name], compact) for name in trainer.roster.specs}
+    out: dict = {}
+    for name, strategy in strategies.items():
+        out[f"kuhn/{prefix(name)}exploitability"] = float(kuhn_analysis.exploitability(strategy))
+        if name == MEMBER:
+            out["kuhn/strategy"] = strategy  # P(bet or call) per information set: for average policies and plots
+    population = trainer.population
+    if population is None:
+        return out
+    mixture = population.meta_strategy()
+    for name in mixture:
+        if name not in strategies:
+            snapshot = population.snapshots.get(name)
+            strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name], compact)
+    known = {n: w for n, w in mixture.items() if w > 0 and strategies[n] is not None}
+    if known:
+        mixed = kuhn_analysis.average([strategies[n] for n in known], list(known.values()))
+        out["kuhn/population_exploitability"] = float(kuhn_analysis.exploitability(mixed))
+        out["kuhn/population_strategy"] = mixed
+    out["population/meta_strategy"] = {n: round(w, 4) for n, w in mixture.items() if w > 1e-4}
+    return out
+
+
+class Opponents:
+    """A seat game's first learner against ``eval.opponents``, in every game that has them."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        self.name = next(iter(trainer.roster.specs))
+        ks = [int(o.split(":")[1]) for o in trainer.config.eval.opponents if o.startswith("past:")]
+        self.past = deque(maxlen=max(ks) + 1) if ks else None  # (iteration, weights), oldest first
+        self._initial: HFPolicy | None = None
+
+    def remember(self, iteration: int) -> None:
+        """After each iteration: the learner's weights, for ``past:K``."""
+        if self.past is not None:
+            member = self.member
+            self.past.append((iteration, trainable_weights(member.policy.model, member.adapter)))
+
+    @property
+    def member(self) -> Member:
+        return self.trainer.members[self.name]
+
+    def _opponent(self, name: str, game: str):
+        if name == "initial":
+            if self._initial is None:
+                self._initial = load_model(self.member.recipe.config, self.name)
+            return self._initial, self.member.adapter
+        if name.startswith("past:"):  # the oldest kept: K iterations ago once the run is that old
+            past = copy.deepcopy(self.member.policy)
+            load_weights(past.model, self.past[0][1], self.member.adapter)
+            return past, self.member.adapter
+        return ScriptedPolicy(name, games.scripted_players(game)[name]), None
+
+    def __call__(self, iteration: int) -> dict[str, float]:
+        trainer, me = self.trainer, self.member.seat
+        out = {}
+        for game in trainer.config.games:
+            seats = games.make(game).possible_agents
+            for name in trainer.config.eval.opponents:
+                if name != "initial" and not name.startswith("past:") and name not in games.scripted_players(game):
+                    continue  # a scripted player of another game
+                policy, adapter = self._opponent(name, game)
+                mode = me.mode if isinstance(policy, HFPolicy) else "generate"
+                them = replace(me, policy=policy, member=name, mode=mode, adapter=adapter)
+                specs = []
+                for m in range(trainer.config.eval.matches):
+                    order = seats if m % 2 == 0 else seats[::-1]
+                    specs.append(MatchSpec(game, derive_seed(trainer.config.seed, iteration, EVAL_SEEDS + m), {order[0]: me, order[1]: them}))
+                for k, v in results_against(trainer.engine.play(specs), me.member).items():
+                    out[f"eval/{game}/{name}/{k}"] = v
+        return out
+
+    def state(self) -> list:
+        return list(self.past or [])
+
+    def load_state(self, past: list) -> None:
+        if self.past is not None:
+            self.past.clear()
+            self.past.extend(past)
+
+
+class Heldout:
+    """Each executor's held-out accuracy per family: its unaided success probability (scripted)
+    or its share of right answers before any critique (a model, over the held-out tasks)."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        config = trainer.config
+        self.tasks = [t for family in FAMILIES for t in heldout(family, config.forge.heldout, seed=config.seed + 7919)]
+
+    def __call__(self, iteration: int) -> dict[str, float]:
+        out = {}
+        executors = self.trainer.roster.team("executor")
+        for executor in executors:
+            player = executor.scripted.player if executor.scripted is not None else None
+            if isinstance(player, SkilledExecutor):
+                per_family = {f: player.heldout_accuracy([t for t in self.tasks if t.family == f]) for f in FAMILIES}
+            else:
+                per_family = self._played(iteration, executor)
+            out.update({f"eval/{executor.name}/heldout/{f}": v for f, v in per_family.items()})
+            out[f"eval/{executor.name}/heldout_accuracy"] = float(np.mean(list(per_family.values())))
+        out["eval/executor/heldout_accuracy"] = float(np.mean([out[f"eval/{e.name}/heldout_accuracy"] for e in executors]))
+        return out
+
+    def _played(self, iteration: int, executor: Member) -> dict[str, float]:
+        trainer = self.trainer
+        planner = trainer.planner
+        seats = {role: trainer.members[name].seat for role, name in planner.seats(0).items()} | {"executor": executor.seat}
+        specs = [
+            MatchSpec(planner.game, derive_seed(trainer.config.seed, iteration, EVAL_SEEDS + i), seats, f"eval{iteration}-{i}",
+                      {**planner.game_kwargs, "task": (t.statement, t.program)})
+            for i, t in enumerate(self.tasks)
+        ]  # fmt: skip
+        p_hats = [ep.outcome["p_hat"] for ep in trainer.engine.play(specs)]
+        return {f: float(np.mean([p for t, p in zip(self.tasks, p_hats) if t.family == f])) for f in FAMILIES}
+
+
+MEASURES = {"kuhn_poker": kuhn}  # game -> what is measured every iteration
+EVALUATIONS = {"task_forge": Heldout}  # game -> what eval.every runs; every other game: Opponents

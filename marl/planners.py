@@ -1,0 +1,49 @@
+"""Who plays whom each iteration: a planner turns (seed, iteration) into match plans whose seats
+name members. Every choice derives from (seed, iteration), so a resumed run plans what an
+unbroken one would have.
+
+- ``SelfPlay``: one member in every seat of every match (plain self-play), games drawn by weight.
+- ``PopulationPlan``: the population's matchmaker (self-play, fictitious, PFSP, skill, PSRO, the
+  league) shares the matches out between its learners, and the evaluation scheduler adds matches
+  where the ranking is least certain.
+- task forge's roles: ``populations.roles.RolePopulations``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import games
+from games.play import derive_seed
+from marl.pools import MatchPlan
+from populations.population import Population, seats_of
+
+Plans = tuple[list[MatchPlan], list[MatchPlan]]  # the training matches, and matches only for the ratings
+
+
+class SelfPlay:
+    def __init__(self, seed: int, matches: int, weights: dict[str, float], member: str):
+        self.seed, self.matches, self.weights, self.member = seed, matches, weights, member
+        self.seats = {g: games.make(g).possible_agents for g in weights}
+
+    def plan(self, iteration: int) -> Plans:
+        rng = np.random.default_rng([self.seed, iteration])
+        names = list(self.weights)
+        p = np.array([self.weights[g] for g in names], dtype=float)
+        plans = []
+        for m in range(self.matches):
+            game = names[rng.choice(len(names), p=p / p.sum())]
+            seats = dict.fromkeys(self.seats[game], self.member)
+            plans.append(MatchPlan(game, derive_seed(self.seed, iteration, m), seats, f"it{iteration}-m{m}"))
+        return plans, []
+
+
+class PopulationPlan:
+    def __init__(self, population: Population, matches: int, eval_matches: int, weights: dict[str, float]):
+        self.population, self.matches, self.eval_matches, self.weights = population, matches, eval_matches, weights
+        self.seats = seats_of(list(weights))
+
+    def plan(self, iteration: int) -> Plans:
+        pop = self.population
+        plans = pop.plans(iteration, self.matches, self.weights, self.seats)
+        return plans, pop.evaluation_plans(iteration, self.eval_matches, self.weights, self.seats)

@@ -1,0 +1,94 @@
+"""Every kind of run on every pool, through the one trainer: {self-play, a PFSP population, the
+league} × {Kuhn poker, task forge with all four roles, a population per role} × {local, ray}, two
+iterations each on the CPU (the league plays two-player zero-sum games only; task forge's PFSP
+is its roles' populations'). Each cell is killed (SIGKILL) after its first iteration and resumed,
+and must log exactly what an unbroken local run logs; on Ray the episodes are the same matches,
+move for move and token for token, as on the local pool (forced choice on Kuhn, free text on
+task forge: every draw is seeded per request, so batching never changes a match)."""
+
+from pathlib import Path
+
+import pytest
+
+from marl.episode import read_jsonl
+from marl.train import Trainer
+from populations.config import load_run_config
+from tests.runs import comparable, events, train_killed_after
+
+ray = pytest.importorskip("ray")
+EXAMPLES = Path(__file__).parent.parent / "examples"
+pytestmark = pytest.mark.slow
+
+SHORT = ["iterations=2", "checkpoint_every=1"]
+KUHN = [*SHORT, "rollout.matches=16", "rollout.concurrency=16", "eval.every=2", "eval.matches=4"]
+FORGE = [  # a tiny model learns to execute; the proposer's curriculum, the verifier and the teacher are scripted players that adapt
+    *SHORT, "rollout.matches=4", "rollout.concurrency=4", "forge.attempts=2", "rollout.max_new_tokens=8", "eval.every=2",
+    "forge.heldout=1", "roles.executor.player='tiny'", "roles.executor.task_filter=false", "pool.rollout_workers=1",
+]  # fmt: skip
+ROLES = ("proposer", "executor", "verifier", "teacher")
+
+
+def every_role(matchmaker: str) -> list[str]:
+    """Each role a population; two proposers and two executors (LoRA adapters on one base)."""
+    teams = ["roles.proposer.members=2", "roles.executor.members=2", "roles.executor.lora={r=4}"]
+    return [*teams, *(f"roles.{r}.population={{matchmaker='{matchmaker}', snapshot_every=1}}" for r in ROLES)]
+
+
+CELLS = {
+    "self_play-kuhn": ("kuhn_tiny.toml", KUHN),
+    "pfsp-kuhn": (
+        "kuhn_population.toml",
+        [*KUHN, "population.matchmaker='pfsp'", "population.size=2", "population.snapshot_every=1",
+         "population.eval_matches=4", "lora.r=4"],
+    ),  # fmt: skip
+    "league-kuhn": (
+        "kuhn_league.toml", [*KUHN, "population.league.min_matches=4", "population.league.max_matches=8", "population.eval_matches=4"]
+    ),
+    "self_play-forge": ("task_forge_scripted.toml", FORGE),
+    "self_play-role_populations": ("task_forge_scripted.toml", [*FORGE, *every_role("self_play")]),
+    "pfsp-role_populations": ("task_forge_scripted.toml", [*FORGE, *every_role("pfsp")]),
+}
+RAY = ["pool.kind='ray'", "pool.rollout.cpus=0.5", "pool.learner.cpus=0.5"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One Ray for the module's runs: killed runs join it from their own process by its address."""
+    context = ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+    yield context.address_info["gcs_address"]
+    ray.shutdown()
+
+
+def transcript(episode) -> tuple:
+    turns = [(t.seat, t.member, t.move, t.choice, t.valid, tuple(t.completion_ids)) for t in episode.turns]
+    return episode.match_id, episode.members, turns, episode.rewards
+
+
+def killed_and_resumed(example: str, overrides: list[str], run_dir) -> None:
+    """The run killed after its first iteration, then resumed in this process."""
+    args = [str(EXAMPLES / example), *(a for o in overrides for a in ("--set", o))]
+    train_killed_after(args, run_dir, iteration=1)
+    Trainer(load_run_config(run_dir / "config.toml"), run_dir).run(resume=True)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_every_run_kind_resumes_exactly_on_every_pool(cell, cluster, tmp_path):
+    example, overrides = CELLS[cell]
+    whole = tmp_path / "whole"
+    Trainer(load_run_config(EXAMPLES / example, overrides), whole).run()
+    expected = comparable(events(whole))
+    assert [r["iteration"] for r in expected] == [1, 2]
+
+    local = tmp_path / "local"
+    killed_and_resumed(example, overrides, local)
+    assert comparable(events(local)) == expected
+    for i in (1, 2):
+        shard = f"episodes/iter_{i:06d}.jsonl"
+        assert (local / shard).read_text() == (whole / shard).read_text()
+
+    remote = tmp_path / "ray"
+    killed_and_resumed(example, [*overrides, *RAY, f"pool.address='{cluster}'"], remote)
+    assert comparable(events(remote)) == expected
+    for i in (1, 2):
+        shard = f"episodes/iter_{i:06d}.jsonl"
+        assert [transcript(e) for e in read_jsonl(remote / shard)] == [transcript(e) for e in read_jsonl(whole / shard)]
