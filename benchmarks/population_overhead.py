@@ -41,7 +41,7 @@ def run(game: str, size: int, iterations: int, matches_per_member: int, eval_fra
     pop = Population(config, "scripted", {}, seed=size)
     players = {name: ScriptedPolicy(name, make) for name, make in games.scripted_players(game).items()}
     scripted, seats = list(players), seats_of([game])
-    engine, seats = RolloutEngine(concurrency=256), {}
+    engine, enrolled = RolloutEngine(concurrency=256), {}
     spent = {"matchmaking": 0.0, "ratings": 0.0, "snapshots": 0.0, "checkpoint": 0.0, "matches": 0.0}
 
     def timed(part: str, work, *args):
@@ -51,7 +51,7 @@ def run(game: str, size: int, iterations: int, matches_per_member: int, eval_fra
         return out
 
     def enrol(name: str, player: str) -> None:
-        seats[name] = SeatSpec(players[player], name)
+        enrolled[name] = SeatSpec(players[player], name)
 
     def snapshot_all(iteration: int) -> None:
         for name in list(pop.members):
@@ -67,7 +67,7 @@ def run(game: str, size: int, iterations: int, matches_per_member: int, eval_fra
         matches = size * matches_per_member
         plans = timed("matchmaking", pop.plans, iteration, matches, {game: 1.0}, seats)
         plans += timed("matchmaking", pop.evaluation_plans, iteration, int(matches * eval_fraction), {game: 1.0}, seats)
-        episodes = timed("matches", lambda: engine.play(resolve(plans, seats)))
+        episodes = timed("matches", lambda: engine.play(resolve(plans, enrolled)))
         played += len(episodes)
         timed("ratings", pop.record, episodes)
         if iteration % 2 == 0:

@@ -30,7 +30,7 @@ from marl.players import is_model, make_player
 from marl.policy import Policy, Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.pools import PoolDoesNotFit
-from marl.rundir import RunDirBusy
+from marl.rundir import OldCheckpoint, RunDirBusy
 from marl.scripted import HumanPolicy
 from marl.train import Trainer
 from populations.config import RunConfig, load_run_config
@@ -301,7 +301,7 @@ def train(
         _writable_dir(folder, "--run-dir")
     try:
         final = _run(cfg, folder, resume is not None, start, quiet)
-    except RunDirBusy as err:
+    except (RunDirBusy, OldCheckpoint) as err:
         _fail(f"error: {err}")
     except (PoolDoesNotFit, SandboxUnavailable) as err:  # found once the trainer builds its pool and games
         _fail(f"config error: {err}")

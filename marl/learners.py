@@ -48,9 +48,6 @@ class Learners:
     def __getitem__(self, name: str) -> Learner:
         return self.learners[name]
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.learners
-
     def update(self, name: str, samples: Sequence[TrainSample]) -> dict[str, float]:
         return self.learners[name].update(samples)
 

@@ -31,7 +31,6 @@ from marl.scripted import ScriptedPolicy
 
 if TYPE_CHECKING:
     from marl.config import TrainConfig
-    from marl.learner import Learner
 
 MEMBER = "policy"  # the one trained player of a plain self-play run, on every turn it plays
 PLAYER = "player"  # the role of a seat game's members: they play every seat
@@ -115,8 +114,10 @@ def drop_seat(seat: SeatSpec) -> None:
 
 
 def player_state(seat: SeatSpec) -> Any:
-    """What a player's copy elsewhere needs to play as this one: a model's trainable weights
-    (its adapter's alone with LoRA), a scripted player's state (a curriculum's, a skill)."""
+    """What a player's copy elsewhere needs to play as this one: a model's weights (its
+    adapter's alone with LoRA), a scripted player's state (a curriculum's, a skill)."""
+    if isinstance(seat.policy, HFPolicy) and seat.adapter is None:  # a frozen model trains none of them
+        return {n: p.detach().clone() for n, p in seat.policy.model.named_parameters()}
     if isinstance(seat.policy, HFPolicy):
         return trainable_weights(seat.policy.model, seat.adapter)
     return seat.policy.state_dict()
@@ -148,13 +149,13 @@ def named_players(game: str, names: list[str], mode: str = "generate") -> dict[s
 @dataclass
 class Member:
     """One player of a run: how it plays (``seat``, rebuilt from ``recipe`` anywhere), which team
-    it plays for, and — when it learns — its learner, estimator and RAE baselines. ``version``
-    counts the changes to its state, so pools ship it again only when it changed."""
+    it plays for, and — when it learns (its learner is its team's, ``marl.learners``) — its
+    estimator and RAE baselines. ``version`` counts the changes to its state, so pools ship it
+    again only when it changed."""
 
     recipe: Recipe
     role: str  # PLAYER for a seat game's members, else the task forge role it plays
     seat: SeatSpec
-    learner: Learner | None = None
     estimator: str = "rae"
     baselines: dict[tuple[str, str], float] = field(default_factory=dict)
     settings: Any = None  # a task forge role's RoleConfig (task filter, kickstarting)

@@ -269,6 +269,7 @@ class RayPool:
         """Each player's recipe, version and state ref, the state put in the object store once per version."""
         import ray
 
+        self.states = {n: s for n, s in self.states.items() if n in names}  # the object store frees the rest
         for name in names:
             player = players[name]
             if self.states.get(name, (None,))[0] != player.version:

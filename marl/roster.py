@@ -19,8 +19,8 @@ from marl.learners import LearnerSpec
 from marl.members import MEMBER, PLAYER, Bases, Member, Recipe, build_seat
 from populations.config import SAMPLING_HPARAMS, RoleConfig, RunConfig
 from populations.population import Population
+from roles.forge import GAME as FORGE
 
-FORGE = "task_forge"
 
 
 @dataclass
@@ -70,18 +70,13 @@ def build_roster(config: RunConfig, population: Population | None, bases: Bases)
 def _population_roster(config: RunConfig, population: Population, bases: Bases) -> Roster:
     members, specs = {}, {}
     game = next(iter(config.games))
-    for name in population.learners():
-        m = population.members[name]
-        if not m.trainable:  # a fixed scripted member (the config allows them with one game only)
-            recipe = Recipe(name, config, scripted=m.player, game=game)
-        else:
+    for name, m in population.members.items():
+        if m.trainable:
             recipe = Recipe(name, config_of(config, m.hparams))
             specs[name] = LearnerSpec(recipe.config.optim, config.iterations)
-        members[name] = Member(recipe, PLAYER, build_seat(recipe, bases), estimator=config.advantage.estimator)
-    for name, m in population.members.items():  # fixed members that seek no matches of their own
-        if name not in members:
+        else:  # a fixed scripted member (the config allows them with one game only)
             recipe = Recipe(name, config, scripted=m.player, game=game)
-            members[name] = Member(recipe, PLAYER, build_seat(recipe, bases))
+        members[name] = Member(recipe, PLAYER, build_seat(recipe, bases), estimator=config.advantage.estimator)
     return Roster(members, specs, {})
 
 

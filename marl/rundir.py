@@ -27,6 +27,10 @@ import torch
 LOCK_FILE = ".lock"
 
 
+class OldCheckpoint(RuntimeError):
+    """A checkpoint this version cannot resume from: written before the one trainer."""
+
+
 class RunDirBusy(RuntimeError):
     """Another process is training into this run directory."""
 

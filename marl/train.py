@@ -64,7 +64,7 @@ from marl.planners import PopulationPlan, SelfPlay
 from marl.pools import LearnerLost, LocalPool, RayPool, TeamLearners
 from marl.credit import anneal, task_filter
 from marl.roster import FORGE, build_roster, initial_hparams, optim_settings
-from marl.rundir import RunLock, save_tensors, write_text
+from marl.rundir import OldCheckpoint, RunLock, save_tensors, write_text
 from populations.config import RunConfig
 from populations.evolution import Evolution, write_population
 from populations.population import Population
@@ -153,7 +153,7 @@ class Trainer:
 
     def players(self, names) -> dict[str, Member]:
         """Everyone in this iteration's matches: live members, and snapshots loaded as players."""
-        return {n: self.members[n] if n in self.members else self.snapshots.player(n) for n in names}
+        return {n: self.members[n] if n in self.members else self.snapshots.player(n, names) for n in names}
 
     def step(self, iteration: int) -> dict:
         plans, extra = self.planner.plan(iteration)
@@ -165,7 +165,7 @@ class Trainer:
         for member in self.members.values():
             if member.name in self.roster.specs or (member.scripted is not None and self._adapts(member)):
                 metrics.update(self.learn(member, training, iteration))
-        trained = sum(len(t.completion_ids) for e in episodes for t in e.turns)
+        trained = sum(len(t.completion_ids) for e in training for t in e.turns if t.member in self.roster.specs)
         metrics["perf/rollout_tokens_per_s"] = trained / max(rollout_time, 1e-9)
         write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
         if isinstance(self.planner, RolePopulations):
@@ -186,8 +186,8 @@ class Trainer:
     def observe(self, episodes: list[Episode], training: list[Episode]) -> dict:
         """What the results change before anyone learns: ratings and payoffs, shaped rewards."""
         if self.config.roles is not None:
-            self.planner.record(episodes)
             metrics = forge.observe(episodes, self.config.reward_config, list(self.config.roles))
+            self.planner.record(episodes)  # the shaped rewards: what each role learns from
             return metrics | {f"elo/{n}": self.planner.elo[n] for n in self.members}
         metrics = {"rollout/invalid_rate": float(np.mean([not t.valid for e in training for t in e.turns] or [0.0]))}
         reasons = Counter(t.reason.split(";")[0] for e in training for t in e.turns if not t.valid)
@@ -328,6 +328,8 @@ class Trainer:
         name = (folder / "latest").read_text().strip()
         state = torch.load(folder / name / "state.pt", weights_only=False)
         meta = json.loads((folder / name / "state.json").read_text())
+        if "learners" not in state:
+            raise OldCheckpoint(f"{folder / name} was written by an older coevo, before the one trainer; start the run again")
         torch.set_rng_state(state["torch_rng"])
         self._restore(state, meta)
         self.iteration = meta["iteration"]
@@ -355,6 +357,8 @@ class Trainer:
             member.version += 1
         if isinstance(self.evaluation, Opponents):
             self.evaluation.load_state(tensors["past"])
+        if isinstance(self.pool, RayPool):  # a snapshot made again after a rewind is shipped again
+            self.pool.states.clear()
 
     def _drop_after(self, iteration: int) -> None:
         """Forget events and episode shards newer than the checkpoint we resume from, and the

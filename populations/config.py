@@ -1,7 +1,10 @@
-"""A run's config with a population: ``[population]`` on top of the training config.
+"""A run's config: ``[population]``, ``[roles]`` (task forge, each role optionally a population),
+``[forge]`` and ``[rewards]`` on top of the training config; every kind of run is trained by
+``marl.train.Trainer``.
 
-Without ``[population]`` a run is plain self-play of one policy (``marl.train``); with it, a
-population of members is trained, matched, rated and evolved (``populations.train``).
+Without ``[population]`` or ``[roles]`` a run is plain self-play of one policy; with
+``[population]`` a population of members is trained, matched, rated and evolved; with ``[roles]``
+task forge's roles co-evolve.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from games.task_forge.players import FORGE_PLAYERS
 from marl.config import EstimatorName, LoraSettings, Strict, TrainConfig, load_config
 from marl.players import MODELS, check_hf_model
 from populations.league import LeagueConfig
+from populations.matchmaking import PFSP_WEIGHTINGS
 from populations.pbt import PBTConfig
-from populations.roles import RolePopulationConfig
 from roles.rewards import RewardConfig
 
 MATCHMAKERS = ("self_play", "fictitious", "pfsp", "skill", "psro", "league")
@@ -43,6 +46,19 @@ class PopulationConfig(Strict):
     payoff_decay: float = Field(1.0, gt=0, le=1, description="payoff counters decay before each update (AlphaStar: 0.99)")
     league: LeagueConfig = LeagueConfig()
     pbt: PBTConfig = PBTConfig()
+
+
+ROLE_MATCHMAKERS = ("self_play", "fictitious", "pfsp")
+
+
+class RolePopulationConfig(Strict):
+    """A task forge role as a population (``populations.roles``)."""
+
+    matchmaker: Literal[ROLE_MATCHMAKERS] = Field(  # type: ignore[valid-type]
+        "self_play", description="how the role's seat is filled for another role's learner: " + " | ".join(ROLE_MATCHMAKERS)
+    )
+    pfsp_weighting: Literal[tuple(PFSP_WEIGHTINGS)] = Field("squared", description="PFSP's f(x), x = the learner's win rate")  # type: ignore[valid-type]
+    snapshot_every: int = Field(5, ge=1, description="freeze a snapshot of each of the role's learners every N iterations")
 
 
 FORGE_ROLES = ("proposer", "executor", "verifier", "teacher")

@@ -232,7 +232,7 @@ class Population:
 
     def record(self, episodes: Iterable[Episode]) -> None:
         """Payoffs per seat pair, Elo and OpenSkill, and each member's match clock."""
-        members, cells, returns, results = self.members, [], [], []
+        members, cells, returns = self.members, [], []
         for ep in episodes:
             (seat_a, a), (seat_b, b) = ep.members.items()
             ret_a, ret_b = ep.rewards[seat_a], ep.rewards[seat_b]
@@ -244,10 +244,7 @@ class Population:
                 continue  # self-play says nothing about relative strength
             cells.append((a, b, seat_a, seat_b))
             returns += (ret_a, ret_b)
-            results.append((a, b, 1.0 if ret_a > ret_b else 0.0 if ret_a < ret_b else 0.5))
-        self.payoffs.record_many(cells, returns)
-        self.elo.update_many(results)
-        self.skill.update_many(results)
+        record_results(cells, returns, self.payoffs, self.elo, self.skill)
 
     def ratings(self) -> list[dict]:
         """One row per player: online Elo, batch Bradley–Terry Elo (order-independent), OpenSkill
@@ -286,6 +283,15 @@ class Population:
         self.skill.load_state_dict(state["openskill"])
         self.payoffs.load_state_dict(state["payoffs"])
         self._meta = None
+
+
+def record_results(cells: list[tuple[str, str, str, str]], returns: list[float], payoffs: PayoffTable, elo: Elo, skill: OpenSkill) -> None:
+    """Matches as (a, b, seat_a, seat_b) cells with their returns (a's, b's, …) into the payoff
+    table, and as results (a beat b: the higher return) into Elo and OpenSkill."""
+    payoffs.record_many(cells, returns)
+    results = [(a, b, float(np.sign(ra - rb) / 2 + 0.5)) for (a, b, _, _), ra, rb in zip(cells, returns[::2], returns[1::2])]
+    elo.update_many(results)
+    skill.update_many(results)
 
 
 def _record(item: Member | Snapshot) -> dict:

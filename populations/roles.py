@@ -2,8 +2,8 @@
 members (``[roles.<role>] members``) rated against the members of the roles they meet, and
 ``[roles.<role>.population]`` makes a role a population, with snapshots and its own matchmaker.
 
-Without any role population, match m seats each role's member m mod the team's size, so every
-member meets every other role's members alike. With them, the learners of the roles with a population take turns as the match's focal
+Without any role population, match m seats every role's live members in turn (m counted in
+mixed radix over the teams' sizes), so every member meets every other role's members alike. With them, the learners of the roles with a population take turns as the match's focal
 player (match m: learner m mod k). The focal learner sits its own role's seat; every other role
 with a population fills its seat by its matchmaker, as an opponent *for that learner*, from the
 role's live members and snapshots:
@@ -21,31 +21,18 @@ pair, as for seat games); one Elo and OpenSkill scale covers every role's player
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from games.play import derive_seed
 from marl.pools import MatchPlan
 from populations.lineage import Lineage
-from populations.matchmaking import PFSP_WEIGHTINGS, draw, pfsp_weights
+from populations.config import RolePopulationConfig
+from populations.matchmaking import draw, pfsp_weights
 from populations.payoffs import PayoffTable
+from populations.population import record_results
 from populations.ratings import Elo, OpenSkill
-
-ROLE_MATCHMAKERS = ("self_play", "fictitious", "pfsp")
-
-
-class RolePopulationConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    matchmaker: Literal[ROLE_MATCHMAKERS] = Field(  # type: ignore[valid-type]
-        "self_play", description="how the role's seat is filled for another role's learner: " + " | ".join(ROLE_MATCHMAKERS)
-    )
-    pfsp_weighting: Literal[tuple(PFSP_WEIGHTINGS)] = Field("squared", description="PFSP's f(x), x = the learner's win rate")  # type: ignore[valid-type]
-    snapshot_every: int = Field(5, ge=1, description="freeze a snapshot of each of the role's learners every N iterations")
-    elo_k: float = Field(32.0, gt=0, description="online Elo's K")
-
 
 class RolePopulations:
     def __init__(
@@ -58,7 +45,7 @@ class RolePopulations:
         self.snapshots: dict[str, str] = {}  # snapshot -> its member, oldest first
         self.learners = [n for n in learners if self.role_of(n) in configs]
         self.payoffs = PayoffTable()
-        self.elo, self.skill, self.lineage = Elo(k=max((c.elo_k for c in configs.values()), default=32.0)), OpenSkill(), Lineage()
+        self.elo, self.skill, self.lineage = Elo(), OpenSkill(), Lineage()  # one scale for every role
         for role, team in teams.items():
             for name in team:
                 self.elo.add(name)
@@ -76,8 +63,13 @@ class RolePopulations:
     # ---- planning ------------------------------------------------------------------------------
 
     def seats(self, m: int) -> dict[str, str]:
-        """Match m's players with every role's live members in turn (evaluation's matches)."""
-        return {role: team[m % len(team)] for role, team in self.teams.items()}
+        """Match m's players with every role's live members in turn, counting m in mixed radix
+        (the first role's members change fastest), so every combination of members comes round."""
+        seats = {}
+        for role, team in self.teams.items():
+            seats[role] = team[m % len(team)]
+            m //= len(team)
+        return seats
 
     def plan(self, iteration: int) -> tuple[list[MatchPlan], list[MatchPlan]]:
         """This iteration's matches (and no matches for the ratings alone)."""
@@ -96,7 +88,7 @@ class RolePopulations:
     def _opponent(self, role: str, focal: str, m: int, rng: np.random.Generator) -> str:
         config, candidates = self.configs[role], self.pool(role)
         if config.matchmaker == "self_play":
-            return self.teams[role][m % len(self.teams[role])]
+            return self.seats(m)[role]
         if config.matchmaker == "fictitious":
             return candidates[int(rng.integers(len(candidates)))]
         rates = self.payoffs.win_rate_matrix([focal], candidates)[0]
@@ -106,18 +98,14 @@ class RolePopulations:
 
     def record(self, episodes) -> None:
         """Every pair of seats of different roles in every match: payoffs per role pair, Elo, OpenSkill."""
-        cells, returns, results = [], [], []
+        cells, returns = [], []
         for ep in episodes:
             seated = list(ep.members.items())
             for i, (role_a, a) in enumerate(seated):
                 for role_b, b in seated[i + 1 :]:
-                    ret_a, ret_b = ep.rewards[role_a], ep.rewards[role_b]
                     cells.append((a, b, role_a, role_b))
-                    returns += (ret_a, ret_b)
-                    results.append((a, b, 1.0 if ret_a > ret_b else 0.0 if ret_a < ret_b else 0.5))
-        self.payoffs.record_many(cells, returns)
-        self.elo.update_many(results)
-        self.skill.update_many(results)
+                    returns += (ep.rewards[role_a], ep.rewards[role_b])
+        record_results(cells, returns, self.payoffs, self.elo, self.skill)
 
     def due(self, iteration: int) -> list[str]:
         """The learners whose role snapshots them this iteration."""

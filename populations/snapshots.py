@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +41,13 @@ class Snapshots:
             else:
                 write_atomic(self.folder / f"{name}.safetensors", lambda f: f.write(save(state)))
 
-    def player(self, name: str) -> Member:
-        """Snapshot ``name`` as a player, loaded if it is not in memory."""
+    def player(self, name: str, needed: Collection[str] = ()) -> Member:
+        """Snapshot ``name`` as a player, loaded if it is not in memory; past ``LOADED_SNAPSHOTS``
+        the least recently used goes first, never one of the ``needed`` (this iteration's)."""
         if name not in self.loaded:
-            if len(self.loaded) >= LOADED_SNAPSHOTS:
-                drop_seat(self.loaded.popitem(last=False)[1].seat)
+            spare = next((s for s in self.loaded if s not in needed), None)
+            if len(self.loaded) >= LOADED_SNAPSHOTS and spare is not None:
+                drop_seat(self.loaded.pop(spare).seat)
             recipe, role = self.recipes[name]
             seat = build_seat(recipe, self.bases)
             load_player_state(seat, self.frozen[name])

@@ -75,7 +75,8 @@ def test_each_role_may_be_a_population_whose_members_learn_from_their_own_matche
     assert last["proposer_0/learned_from"] == last["executor_1/learned_from"] == 4  # every other match each
     assert last["eval/executor_0/heldout_accuracy"] != last["eval/executor_1/heldout_accuracy"]  # they diverge
     episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
-    assert [ep.members["executor"] for ep in episodes[:3]] == ["executor_0", "executor_1", "executor_0"]
+    pairs = [(ep.members["proposer"], ep.members["executor"]) for ep in episodes[:4]]
+    assert pairs == [(f"proposer_{p}", f"executor_{e}") for e in (0, 1) for p in (0, 1)]  # every pair meets
     assert {ep.members["verifier"] for ep in episodes} == {"verifier"}
 
 
