@@ -75,6 +75,7 @@ from roles import forge
 
 class Trainer:
     def __init__(self, config: TrainConfig, run_dir: Path):
+        self.given = config  # what config.toml records: the config as the caller gave it
         self.config = config = config if isinstance(config, RunConfig) else RunConfig.model_validate(config.model_dump())
         self.run_dir = Path(run_dir)
         self.iteration = 0
@@ -102,7 +103,7 @@ class Trainer:
         if config.roles is not None:
             teams = {role: [m.name for m in self.roster.team(role)] for role in config.roles}
             populations = {role: rc.population for role, rc in config.roles.items() if rc.population is not None}
-            learners = [n for n, m in self.members.items() if n in self.roster.specs or self._adapts(m)]
+            learners = [n for n, m in self.members.items() if self._learns(m)]
             return RolePopulations(
                 populations, teams, learners, config.seed, config.rollout.matches, FORGE, forge.game_kwargs(config)
             )
@@ -163,7 +164,7 @@ class Trainer:
         training = episodes[: len(plans)]
         metrics = self.observe(episodes, training)
         for member in self.members.values():
-            if member.name in self.roster.specs or (member.scripted is not None and self._adapts(member)):
+            if self._learns(member):
                 metrics.update(self.learn(member, training, iteration))
         trained = sum(len(t.completion_ids) for e in training for t in e.turns if t.member in self.roster.specs)
         metrics["perf/rollout_tokens_per_s"] = trained / max(rollout_time, 1e-9)
@@ -187,8 +188,10 @@ class Trainer:
         """What the results change before anyone learns: ratings and payoffs, shaped rewards."""
         if self.config.roles is not None:
             metrics = forge.observe(episodes, self.config.reward_config, list(self.config.roles))
-            self.planner.record(episodes)  # the shaped rewards: what each role learns from
-            return metrics | {f"elo/{n}": self.planner.elo[n] for n in self.members}
+            if self.planner.configs:  # role populations: rated on the shaped rewards, what each role learns from
+                self.planner.record(episodes)
+                metrics.update({f"elo/{n}": self.planner.elo[n] for n in self.members})
+            return metrics
         metrics = {"rollout/invalid_rate": float(np.mean([not t.valid for e in training for t in e.turns] or [0.0]))}
         reasons = Counter(t.reason.split(";")[0] for e in training for t in e.turns if not t.valid)
         metrics["rollout/invalid_reasons"] = dict(reasons.most_common(5))
@@ -197,9 +200,11 @@ class Trainer:
             metrics["population/eval_matches"] = len(episodes) - len(training)
         return metrics
 
-    def _adapts(self, member: Member) -> bool:
-        """A scripted role player that learns from its matches (curricula, a skilled executor)."""
-        return member.settings is not None and member.settings.trainable
+    def _learns(self, member: Member) -> bool:
+        """A model member with a learner, or a scripted role player that learns from its matches
+        (curricula, a skilled executor)."""
+        scripted = member.scripted is not None and member.settings is not None and member.settings.trainable
+        return member.name in self.roster.specs or scripted
 
     def learn(self, member: Member, episodes: list[Episode], iteration: int) -> dict:
         """One update of ``member`` on its own turns (or its scripted player's ``learn``)."""
@@ -320,7 +325,8 @@ class Trainer:
             meta["population"] = self.evolution.state()
         if isinstance(self.planner, RolePopulations):
             meta["roles"] = self.planner.state_dict()
-            write_population(self.run_dir, meta["roles"], self.planner)
+            if self.planner.configs:
+                write_population(self.run_dir, meta["roles"], self.planner)
         return tensors, meta
 
     def load_checkpoint(self) -> int:
@@ -392,7 +398,7 @@ class Trainer:
         fresh = not (resume and (self.run_dir / "checkpoints" / "latest").exists())
         if fresh:  # a new run, or one killed before its first checkpoint: made again from the start
             self._drop_after(-1)
-            write_text(self.run_dir / "config.toml", tomli_w.dumps(self.config.model_dump(mode="json", exclude_none=True)))
+            write_text(self.run_dir / "config.toml", tomli_w.dumps(self.given.model_dump(mode="json", exclude_none=True)))
         else:
             self._drop_after(self.load_checkpoint())
         stream, log = self._events()

@@ -1,6 +1,7 @@
 """Who plays task forge's matches, and how its roles' members fare: every role is a team of
-members (``[roles.<role>] members``) rated against the members of the roles they meet, and
-``[roles.<role>.population]`` makes a role a population, with snapshots and its own matchmaker.
+members (``[roles.<role>] members``), and ``[roles.<role>.population]`` makes a role a
+population, with snapshots, its own matchmaker, and ratings against the members of the roles
+they meet (kept, and written for analysis, once any role is a population).
 
 Without any role population, match m seats every role's live members in turn (m counted in
 mixed radix over the teams' sizes), so every member meets every other role's members alike. With them, the learners of the roles with a population take turns as the match's focal
