@@ -88,38 +88,6 @@ def _vocabulary(moves: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)")
 
 
-_BOX_TOKENS = re.compile(r"\\boxed\s*\{|[{}]")
-
-
-def boxed_contents(text: str) -> list[str]:
-    """Contents of every ``\\boxed{…}``, braces balanced (``\\boxed{\\text{bet}}`` gives ``\\text{bet}``),
-    in the order the boxes open; an unclosed box gives nothing.
-
-    One pass over the braces, linear in the text: each open box remembers the depth it opened at
-    and closes when the depth falls back to it (rescanning from every ``\\boxed{`` was quadratic).
-    """
-    found, open_boxes, depth = [], [], 0  # open_boxes: (depth it opened at, where its content starts)
-    for token in _BOX_TOKENS.finditer(text):
-        if token.group() == "}":
-            depth -= 1
-            if open_boxes and open_boxes[-1][0] == depth:
-                found.append((open_boxes[-1][1], token.start()))
-                open_boxes.pop()
-            continue
-        if token.group() != "{":
-            open_boxes.append((depth, token.end()))
-        depth += 1
-    return [text[start:end] for start, end in sorted(found)]
-
-
-_TEXT_COMMAND = re.compile(r"\\text\s*\{([^{}]*)\}")
-
-
-def unboxed(content: str) -> str:
-    """A box's content as an answer: ``\\text{…}`` unwrapped, surrounding space removed."""
-    return _TEXT_COMMAND.sub(r"\1", content).strip()
-
-
 def normalize(text: str) -> str:
     """Fold case and compatibility forms (fullwidth letters, ligatures) so parsing is lenient."""
     return unicodedata.normalize("NFKC", text).casefold()

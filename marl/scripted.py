@@ -18,7 +18,8 @@ import numpy as np
 from games.play import Player
 from marl.episode import Turn
 from marl.policy import Request, Response
-from roles.seat import InvalidMoves, extract_answer
+from roles.formats import extract_answer
+from roles.seat import InvalidMoves
 
 
 def move_text(env, action) -> str:

@@ -70,7 +70,7 @@ from populations.evolution import Evolution, write_population
 from populations.population import Population
 from populations.roles import RolePopulations
 from populations.snapshots import Snapshots, snapshot_recipe
-from roles import forge
+from roles import rewards
 
 
 class Trainer:
@@ -105,7 +105,7 @@ class Trainer:
             populations = {role: rc.population for role, rc in config.roles.items() if rc.population is not None}
             learners = [n for n, m in self.members.items() if self._learns(m)]
             return RolePopulations(
-                populations, teams, learners, config.seed, config.rollout.matches, FORGE, forge.game_kwargs(config)
+                populations, teams, learners, config.seed, config.rollout.matches, FORGE, rewards.game_kwargs(config)
             )
         if self.population is not None:
             return PopulationPlan(self.population, config.rollout.matches, config.population.eval_matches, config.games)
@@ -187,7 +187,7 @@ class Trainer:
     def observe(self, episodes: list[Episode], training: list[Episode]) -> dict:
         """What the results change before anyone learns: ratings and payoffs, shaped rewards."""
         if self.config.roles is not None:
-            metrics = forge.observe(episodes, self.config.reward_config, list(self.config.roles))
+            metrics = rewards.observe(episodes, self.config.reward_config, list(self.config.roles))
             if self.planner.configs:  # role populations: rated on the shaped rewards, what each role learns from
                 self.planner.record(episodes)
                 metrics.update({f"elo/{n}": self.planner.elo[n] for n in self.members})
@@ -247,7 +247,7 @@ class Trainer:
         """A turn with its reward: the seat's return in a seat game; in task forge the part of the
         outcome the turn decided, each turn its own RAE unit, a task's k attempts one GRPO group."""
         if ep.game == FORGE:
-            reward = forge.turn_reward(ep.outcome, member.role, t.tag, self.config.reward_config, ep.rewards[member.role])
+            reward = rewards.turn_reward(ep.outcome, member.role, t.tag, self.config.reward_config, ep.rewards[member.role])
             return Credited(ep, t, reward, f"{ep.match_id}/{t.tag}", (ep.game, t.role), (ep.match_id, t.tag.split(":")[0]))
         return Credited(ep, t, ep.rewards[t.seat], ep.match_id, (ep.game, t.role), ep.game)
 

@@ -18,13 +18,13 @@ an invalid move with a reason — never an exception — and costs what the conf
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from pettingzoo import AECEnv
 
-from games.core import LEGAL_MOVES, Parsed, boxed_contents, unboxed
+from games.core import LEGAL_MOVES, Parsed
+from roles.formats import OUTPUT_FORMAT, TEXTARENA_FORMAT, extract_answer
 
 FAMILY_BRIEFS = {
     "board": "You are an expert board-game player. Play to win.",
@@ -41,24 +41,8 @@ GAME_FAMILIES = {
     "classic/leduc_holdem-v4": "poker",
     "simple_negotiation": "negotiation",
 }
-OUTPUT_FORMAT = (
-    "Think step by step, briefly. Then give your move on the last line as \\boxed{MOVE}, "
-    "where MOVE is exactly one of your legal moves."
-)
-TEXTARENA_FORMAT = "Think step by step, briefly. Then give your action on the last line as \\boxed{[ACTION]}."
-
-
 def family_of(game: str) -> str:
     return "arena" if game.startswith("textarena/") else GAME_FAMILIES.get(game, "board")
-
-
-def extract_answer(text: str) -> str | None:
-    """The answer part of a model's output: the last ``\\boxed{}``, else the last ``[…]``, else None."""
-    boxed = boxed_contents(text)
-    if boxed:
-        return unboxed(boxed[-1])
-    brackets = re.findall(r"\[([^\[\]]*)\]", text)
-    return brackets[-1].strip() if brackets else None
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ def heavy_modules_after(imports: list[str]) -> list[str]:
     return json.loads(done.stdout)
 
 
-def test_the_games_load_without_the_training_stack_or_scikit_learn():
-    assert heavy_modules_after(["games", "games.task_forge.rules", "games.task_forge.curricula"]) == []
+def test_the_games_and_the_roles_prompts_and_parsers_load_without_the_training_stack_or_scikit_learn():
+    assert heavy_modules_after(["games", "games.task_forge.rules", "games.task_forge.curricula", "roles", "roles.formats"]) == []
 
 
 def test_no_analysis_module_imports_torch_or_the_training_code():

@@ -18,12 +18,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import games
-from games.core import bare, boxed_contents
+from games.core import bare
 from games.negotiation import named_moves, read_move
 from games.task_forge.families import answers_match, normalize_answer
-from games.task_forge.rules import python_block, read_answer, read_submission, read_verdict
 from marl.rollout import as_written
-from roles.seat import SeatRole, extract_answer
+from roles.formats import boxed_contents, extract_answer, python_block, read_answer, read_submission, read_verdict
+from roles.seat import SeatRole
 
 SIZES = [2**k for k in range(12, 21)]  # 4 KiB … 1 MiB
 FLOOR_S = 0.02  # parses cheaper than this are mostly noise on a shared machine, not a point on the curve

@@ -49,9 +49,10 @@ from typing import Literal
 
 import numpy as np
 
-from games.core import GameInfo, Parsed, Rules, bare, boxed_contents, unboxed
+from games.core import GameInfo, Parsed, Rules
 from games.task_forge.sandbox import Limits, Sandbox, SandboxUnavailable
 from games.task_forge.families import FAMILIES, answers_match, generate, normalize_answer
+from roles.formats import INSTRUCTIONS, MOVE_FORMS, python_block, read_answer, read_submission, read_verdict
 
 SEATS = ("proposer", "executor", "verifier")
 TEACHER = "teacher"
@@ -66,87 +67,10 @@ likes, and answers in \\boxed{}; the verifier judges each answer (accept or reje
 critique); the executor may then revise its answer; a teacher may give a hint after a wrong answer.
 Python runs in a sandbox: standard library only, no files or network, a few seconds at most.""".split())
 
-INSTRUCTIONS = {
-    "propose": "Write a task with one exact answer. To run Python first, reply with one ```python block. "
-    "To submit, reply with <task>THE TASK</task> and <program>PYTHON CODE THAT PRINTS THE ANSWER</program>.",
-    "attempt": "Solve the task. To run Python, reply with one ```python block. "
-    "To answer, end with \\boxed{ANSWER}.",
-    "judge": "Is the answer correct? Reply with a one-sentence critique, then \\boxed{accept} or \\boxed{reject}.",
-    "revise": "Consider the verdict. Give your final answer as \\boxed{ANSWER} (it may be the same).",
-    "hint": "The executor's final answer was wrong. Write one short hint that helps without giving the answer away.",
-    "retry": "Try again, using the hint. To run Python, reply with one ```python block. "
-    "To answer, end with \\boxed{ANSWER}.",
-}
-MOVE_FORMS = {  # what a turn may contain, shown as the legal "moves" of a free-text game
-    "propose": ["```python CODE```", "<task>TASK</task> <program>CODE</program>"],
-    "attempt": ["```python CODE```", "\\boxed{ANSWER}"],
-    "judge": ["\\boxed{accept}", "\\boxed{reject}"],
-    "revise": ["\\boxed{ANSWER}"],
-    "hint": ["a one-sentence hint"],
-    "retry": ["```python CODE```", "\\boxed{ANSWER}"],
-}
 MOVER = {"propose": 0, "attempt": 1, "judge": 2, "revise": 1, "hint": 3, "retry": 1}  # seat index per phase
-
-_PYTHON_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_TAG = re.compile(r"<(/?)(task|program)\b([^<>]*)>", re.IGNORECASE)  # <task family="…">, </program>
-_ATTR = re.compile(r'(?<!\w)(\w+)\s*=\s*"([^"]*)"')  # (?<!\w): one try per word, not one per letter
-_VERDICT = re.compile(r"(accept|reject)(?:ed|s)?")
-
-
-def python_block(text: str) -> str | None:
-    """The last fenced Python block in ``text``, or None."""
-    blocks = _PYTHON_BLOCK.findall(text)
-    return blocks[-1].strip("\n") if blocks else None
-
-
-def read_answer(text: str) -> str | None:
-    """The last ``\\boxed{…}`` answer (``\\text{}`` unwrapped), or None."""
-    boxed = boxed_contents(text)
-    return unboxed(boxed[-1]) if boxed else None
-
-
-def _tagged(text: str) -> dict[str, tuple[str, str]]:
-    """The last ``<task>`` and ``<program>`` element in ``text``: name -> (attributes, body).
-
-    An element runs from its opening tag to the first closing tag after it, as a lazy regex would
-    read it; one pass over the tags instead, since a lazy body rescans to the end of the text from
-    every unclosed opening tag (quadratic in the text).
-    """
-    found: dict[str, tuple[str, str]] = {}
-    opened: dict[str, re.Match[str]] = {}
-    for tag in _TAG.finditer(text):
-        closing, name = tag.group(1), tag.group(2).lower()
-        if not closing:
-            opened.setdefault(name, tag)
-        elif name in opened:
-            start = opened.pop(name)
-            found[name] = start.group(3), text[start.end() : tag.start()]
-    return found
-
-
-def read_submission(text: str) -> tuple[str, str, dict[str, str]] | None:
-    """``<task>`` and ``<program>`` of a proposer's submission (the last of each), and the task
-    tag's attributes (scripted proposers label tasks: ``<task family="arithmetic" size="0.3">``)."""
-    tagged = _tagged(text)
-    if "task" not in tagged or "program" not in tagged:
-        return None
-    (attrs, statement), (_, program) = tagged["task"], tagged["program"]
-    fenced = python_block(program)  # a program may come in a fenced block inside the tag
-    return statement.strip(), (fenced if fenced is not None else program).strip("\n"), dict(_ATTR.findall(attrs))
-
 
 def _shown(answer: str | None) -> str:
     return "(no answer)" if answer is None else answer
-
-
-def read_verdict(text: str) -> str | None:
-    """``accept`` or ``reject``: the last box that holds one, else the whole text when it *is* one
-    (``Accepted.``); never a verdict the text merely mentions ("I would not accept this")."""
-    for candidate in [*map(unboxed, reversed(boxed_contents(text))), text]:
-        found = _VERDICT.fullmatch(bare(candidate))
-        if found:
-            return found.group(1)
-    return None
 
 
 @dataclass

@@ -3,7 +3,8 @@
 import pytest
 
 from roles import role_for
-from roles.forge import ForgeRole, turn_reward
+from roles.forge import ForgeRole
+from roles.rewards import turn_reward
 from roles.rewards import RewardConfig
 from roles.seat import SeatRole
 

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 import games
 from games.core import bare
 from games.negotiation import read_move
-from roles.seat import InvalidMoves, SeatRole, extract_answer, family_of
+from roles.formats import extract_answer
+from roles.seat import InvalidMoves, SeatRole, family_of
 
 
 @pytest.mark.parametrize(
