@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import games
 from games.core import ACTION_MAX_CHARS
+from marl.device import resolve_device
 from marl.estimators import ESTIMATORS, OUTCOME_ESTIMATORS
 from marl.learner import OptimConfig
 from marl.players import MODELS, check_hf_model
@@ -49,6 +50,9 @@ class RolloutConfig(Strict):
         "strict",
         description="reading free-text moves: strict: the \\boxed{} answer, or else the whole output, must be a "
         "move; lenient: also an answer or output that names exactly one move (a guess: 'I will not bet' reads as bet)",
+    )
+    score_batch_tokens: int = Field(
+        0, ge=0, description="padded tokens per forced-choice scoring pass at most, a memory bound; 0 = 64 candidates a pass"
     )
     max_output_chars: int = Field(
         ACTION_MAX_CHARS, ge=1, description="a turn's output is cut to this many characters before parsing (Turn.cut_chars)"
@@ -97,6 +101,12 @@ class TrainConfig(Strict):
     iterations: int = Field(100, ge=1, description="training iterations (SPIRAL: 400)")
     model: str = Field("tiny", description="tiny | smollm2-135m | hf:<path>")
     model_seed: int = Field(0, description="initialisation seed of the tiny model")
+    device: str = Field(
+        "auto", description="where models compute: auto (a GPU if torch sees one; in a Ray actor, the one Ray gave it) | cpu | cuda | cuda:N"
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="model weights' precision: auto = bfloat16 on a GPU, float32 on the CPU; losses are fp32 either way"
+    )
     mode: Literal["generate", "choose"] = Field("generate", description="generate: free text, parsed; choose: forced choice")
     games: dict[str, float] = Field({"kuhn_poker": 1.0}, description="game -> sampling weight")
     checkpoint_every: int = Field(10, ge=1, description="checkpoint every N iterations (and at exit)")
@@ -114,6 +124,12 @@ class TrainConfig(Strict):
             raise ValueError(f"unknown model {value!r}; choose from {', '.join(MODELS)} or hf:<path>")
         if value.startswith("hf:"):
             check_hf_model(value.removeprefix("hf:"))
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, value: str) -> str:
+        resolve_device(value)
         return value
 
     @field_validator("games")

@@ -13,23 +13,30 @@ last K positions need logits.
 LoRA members share one base in memory: ``add_adapter`` wraps the model with peft, and requests name
 their adapter; a batch mixing adapters is one call (peft's ``adapter_names``).
 
+Every tensor lives on the model's device (:mod:`marl.device`): inputs are padded as lists and
+moved in one copy, the sampler's per-request draws are made on the CPU from each request's seed
+(so a match plays the same alone or in any batch) and moved once per call, and results come back
+in one copy per batch; nothing inside the per-token loop waits on the host. A batch that runs
+out of device memory is played again as two halves, with one warning.
+
 Shapes: B requests, L prompt length (padded), T new tokens, V vocabulary, K candidate length.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import Cache, LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
+from marl.device import in_parts_on_oom
 from marl.policy import Request, Response
 
 BASE = "__base__"  # peft's name for "no adapter" in a mixed batch
-SCORE_CHUNK = 64  # (prompt, candidate) pairs per forward pass in score()
+SCORE_CHUNK = 64  # (prompt, candidate) pairs per forward pass in score(), at most
 PREFIX_MIN = 16  # shared leading tokens worth computing once per batch
 
 
@@ -64,14 +71,17 @@ class _Sampler(LogitsProcessor):
     with whatever company it is played.
     """
 
-    def __init__(self, temperatures: torch.Tensor, top_ps: torch.Tensor, seeds: Sequence[int], steps: int):
-        self.greedy = temperatures == 0  # (B,)
-        self.any_greedy = bool(self.greedy.any())
-        scale = torch.where(self.greedy, 1.0, temperatures)[:, None]  # (B, 1)
-        self.scale = None if bool((scale == 1).all()) else scale
-        self.nucleus_rows = ((top_ps < 1) & ~self.greedy).nonzero().squeeze(1)  # (R,)
-        self.top_ps = top_ps[self.nucleus_rows][:, None]  # (R, 1)
-        self.uniforms = torch.stack([torch.rand(steps, generator=torch.Generator().manual_seed(s)) for s in seeds])  # (B, T)
+    def __init__(self, requests: Sequence[Request], steps: int, device: torch.device):
+        temperatures = [r.sampling.temperature for r in requests]
+        self.any_greedy = 0 in temperatures
+        self.greedy = torch.tensor([t == 0 for t in temperatures], device=device)  # (B,)
+        scales = [t if t else 1.0 for t in temperatures]
+        self.scale = None if set(scales) == {1.0} else torch.tensor(scales, device=device)[:, None]  # (B, 1)
+        nucleus = [i for i, r in enumerate(requests) if r.sampling.top_p < 1 and r.sampling.temperature]
+        self.nucleus_rows = torch.tensor(nucleus, dtype=torch.long, device=device)  # (R,)
+        self.top_ps = torch.tensor([requests[i].sampling.top_p for i in nucleus], device=device)[:, None]  # (R, 1)
+        draws = [torch.rand(steps, generator=torch.Generator().manual_seed(r.seed % 2**63), device="cpu") for r in requests]
+        self.uniforms = torch.stack(draws).to(device)  # (B, T), drawn on the CPU: the same numbers on any device
         self.steps: list[torch.Tensor] = []  # T × (B,) log-probs of the drawn tokens
 
     def _truncate_to_nucleus(self, weights: torch.Tensor) -> None:
@@ -83,6 +93,7 @@ class _Sampler(LogitsProcessor):
         weights[self.nucleus_rows] = rows.masked_fill(drop_sorted.scatter(1, order, drop_sorted), 0.0)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        scores = scores.float()  # generate hands fp32 logits; a bf16 model's would be upcast here
         scaled = scores if self.scale is None else scores / self.scale  # (B, V)
         top = scaled.amax(dim=-1, keepdim=True)  # (B, 1)
         weights = (scaled - top).exp_()  # (B, V), unnormalised probabilities, a new tensor
@@ -124,6 +135,17 @@ class HFPolicy:
         self.eos_ids = set(eos) if isinstance(eos, list) else {eos}
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids)
         self.adapters: set[str] = set()
+        self.score_tokens = 0  # padded tokens per forward pass in score(); 0: SCORE_CHUNK pairs bound it alone
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def to(self, device: torch.device, dtype: torch.dtype) -> HFPolicy:
+        """Move the model (and any adapters) to ``device`` with weights in ``dtype``; LoRA adapters
+        added later follow their base layer's device and stay fp32 (peft's default)."""
+        self.model.to(device=device, dtype=dtype)
+        return self
 
     def add_adapter(self, name: str, config: LoraConfig, trainable: bool = True, seed: int = 0) -> None:
         """A new LoRA member on the shared base (its B matrices start at zero: it plays as the base);
@@ -178,45 +200,48 @@ class HFPolicy:
         return {"adapter_names": names} if isinstance(self.model, PeftModel) else {}
 
     def _left_pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L) ids and mask, padded on the host and moved to the model's device in one copy each."""
         width = max(map(len, rows))
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)  # (B, L)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, width - len(row) :] = torch.tensor(row)
-            mask[i, width - len(row) :] = 1
-        return ids, mask
+        ids = [[self.pad_id] * (width - len(row)) + row for row in rows]
+        mask = [[0] * (width - len(row)) + [1] * len(row) for row in rows]
+        return torch.tensor(ids, device=self.device), torch.tensor(mask, device=self.device)
 
-    def _prepare(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None]) -> _Batch:
+    def _prepare(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None], share: bool = True) -> _Batch:
         """Inputs for a batch whose rows often share a long start (system prompt and rules).
 
         The shared prefix is run once and its KV cache repeated for every row; the rest of each row
         is left-padded after it. ``keep`` tokens at the end of each row are never part of the prefix.
-        Rows with different adapters cannot share a cache (the prefix's keys differ per adapter).
+        Rows with different adapters cannot share a cache (the prefix's keys differ per adapter),
+        and neither can a pass under gradient checkpointing (``share = False``: its layers drop caches).
         """
         shortest = min(map(len, rows)) - keep
         shared = 0
         while shared < shortest and len({row[shared] for row in rows}) == 1:
             shared += 1
-        if len(rows) == 1 or shared < PREFIX_MIN or len(set(adapters)) > 1:
+        if not share or len(rows) == 1 or shared < PREFIX_MIN or len(set(adapters)) > 1:
             ids, mask = self._left_pad(rows)
             return _Batch(ids, mask, 0, None)
         suffix_ids, suffix_mask = self._left_pad([row[shared:] for row in rows])  # (B, S)
-        prefix = torch.tensor([rows[0][:shared]])  # (1, P)
+        prefix = torch.tensor([rows[0][:shared]], device=self.device)  # (1, P)
         out = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **self._adapters_for(adapters[:1]))
         cache = out.cache
         cache.batch_repeat_interleave(len(rows))
         ids = torch.cat([prefix.expand(len(rows), -1), suffix_ids], dim=1)  # (B, P + S)
-        mask = torch.cat([torch.ones((len(rows), shared), dtype=torch.long), suffix_mask], dim=1)
+        mask = torch.cat([suffix_mask.new_ones((len(rows), shared)), suffix_mask], dim=1)
         return _Batch(ids, mask, shared, cache)
 
     @torch.inference_mode()
     def act(self, requests: Sequence[Request]) -> list[Response]:
+        """One ``generate`` call for the batch; on an out-of-memory error, its halves, each alone
+        (every request samples from its own seed, so the halves play as the whole would)."""
         prompts = self.encode([r.messages for r in requests])
+        return in_parts_on_oom(list(zip(prompts, requests)), self._generate, f"{self.name}: generating {len(requests)} turns")
+
+    def _generate(self, rows: Sequence[tuple[list[int], Request]]) -> list[Response]:
+        prompts, requests = [p for p, _ in rows], [r for _, r in rows]
         batch = self._prepare(prompts, 1, [r.adapter for r in requests])
-        temperatures = torch.tensor([r.sampling.temperature for r in requests], dtype=torch.float32)
-        top_ps = torch.tensor([r.sampling.top_p for r in requests], dtype=torch.float32)
         steps = max(r.sampling.max_new_tokens for r in requests)
-        sampler = _Sampler(temperatures, top_ps, [r.seed % 2**63 for r in requests], steps)
+        sampler = _Sampler(requests, steps, self.device)
         out = self.model.generate(
             input_ids=batch.ids,
             attention_mask=batch.mask,
@@ -231,12 +256,12 @@ class HFPolicy:
             eos_token_id=sorted(self.eos_ids),
             **self._adapter_kwargs(requests),
         )
-        new = out[:, batch.ids.shape[1] :]  # (B, T)
-        logprobs = sampler.logprobs()  # (B, T)
+        new = out[:, batch.ids.shape[1] :].tolist()  # (B, T), one copy to the host
+        logprobs = sampler.logprobs().tolist()  # (B, T)
         return [self._response(p, new[i], logprobs[i], r.sampling.max_new_tokens) for i, (p, r) in enumerate(zip(prompts, requests))]
 
-    def _response(self, prompt: list[int], tokens: torch.Tensor, logprobs: torch.Tensor, limit: int) -> Response:
-        tokens, logprobs = tokens[:limit].tolist(), logprobs[:limit].tolist()
+    def _response(self, prompt: list[int], tokens: list[int], logprobs: list[float], limit: int) -> Response:
+        tokens, logprobs = tokens[:limit], logprobs[:limit]
         end = next((i + 1 for i, t in enumerate(tokens) if t in self.eos_ids), None)
         if end is not None:
             tokens, logprobs = tokens[:end], logprobs[:end]  # the end-of-turn token belongs to the completion
@@ -253,16 +278,18 @@ class HFPolicy:
         Returns (N, K, V) logits, the (N, K) completion token ids and the (N, K) mask of real tokens.
         """
         k = max(map(len, completions))
-        batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters)  # (N, P + S)
+        checkpointing = torch.is_grad_enabled() and self.model.is_activation_checkpointing
+        batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters, share=not checkpointing)  # (N, P + S)
         ids, mask, p = batch.ids, batch.mask, batch.prefix
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        logits = self.model(
-            input_ids=ids[:, p:], attention_mask=mask, position_ids=positions[:, p:], logits_to_keep=k + 1,
-            **({"cache": batch.cache} if batch.cache is not None else {}),
-            **self._adapters_for(adapters),
-        ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
-        lengths = torch.tensor([len(c) for c in completions])
-        real = torch.arange(k)[None, :] >= (k - lengths)[:, None]  # (N, K)
+        with _training(self.model) if checkpointing else nullcontext():
+            logits = self.model(
+                input_ids=ids[:, p:], attention_mask=mask, position_ids=positions[:, p:], logits_to_keep=k + 1,
+                **({"cache": batch.cache} if batch.cache is not None else {"use_cache": False} if checkpointing else {}),
+                **self._adapters_for(adapters),
+            ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
+        lengths = torch.tensor([len(c) for c in completions], device=self.device)
+        real = torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]  # (N, K)
         return logits, ids[:, -k:], real
 
     def completion_logprobs(
@@ -288,13 +315,30 @@ class HFPolicy:
             for c in options
         ]
         scored: list[Response] = []
-        for start in range(0, len(pairs), SCORE_CHUNK):
-            chunk = pairs[start : start + SCORE_CHUNK]
-            scored += self._score_chunk(chunk, [requests[i] for i, *_ in chunk])
+        for chunk in self._score_chunks(pairs):
+            score = lambda part: self._score_chunk(part, [requests[i] for i, *_ in part])  # noqa: E731
+            scored += in_parts_on_oom(chunk, score, f"{self.name}: scoring {len(chunk)} candidates")
         grouped: list[list[Response]] = [[] for _ in requests]
         for (i, *_), response in zip(pairs, scored):
             grouped[i].append(response)
         return grouped
+
+    def _score_chunks(self, pairs: list[tuple]) -> list[list[tuple]]:
+        """Consecutive runs of at most SCORE_CHUNK pairs and, with ``score_tokens``, at most that
+        many padded tokens (rows × the longest row): a memory bound instead of a row count."""
+        chunks: list[list[tuple]] = []
+        width = 0
+        for pair in pairs:
+            length = len(pair[1]) + len(pair[2])
+            if chunks and len(chunks[-1]) < SCORE_CHUNK:
+                wider = max(width, length)
+                if not self.score_tokens or wider * (len(chunks[-1]) + 1) <= self.score_tokens:
+                    chunks[-1].append(pair)
+                    width = wider
+                    continue
+            chunks.append([pair])
+            width = length
+        return chunks
 
     def _score_chunk(self, chunk: list[tuple], requests: list[Request]) -> list[Response]:
         k = max(len(cand) for _, _, cand, _ in chunk)
@@ -308,9 +352,20 @@ class HFPolicy:
         ).logits  # (N, K+1, V): the last K+1 positions
         logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (N, K, V), predicting the last K tokens
         targets = ids[:, -k:]  # (N, K)
-        token_lp = logprobs.gather(2, targets[..., None]).squeeze(2)  # (N, K)
+        token_lp = logprobs.gather(2, targets[..., None]).squeeze(2).tolist()  # (N, K), one copy to the host
         out = []
         for row, (_, prompt, cand, text) in enumerate(chunk):
-            lps = token_lp[row, k - len(cand) :].tolist() if cand else []
+            lps = token_lp[row][k - len(cand) :] if cand else []
             out.append(Response(text, prompt, cand, lps, "scored"))
         return out
+
+
+@contextmanager
+def _training(model: torch.nn.Module):
+    """Train mode for one pass: transformers checkpoints layers' activations only in train mode.
+    Our models have no dropout, so nothing else changes."""
+    model.train()
+    try:
+        yield
+    finally:
+        model.eval()

@@ -3,6 +3,9 @@
 One ``update`` call = one training iteration: old log-probs are recomputed here (so the first
 inner epoch is exactly REINFORCE with the given advantages: ratio 1, nothing clipped), then
 ``epochs`` passes over the batch, each one optimiser step accumulated over micro-batches.
+Micro-batches are bounded by rows (``micro_batch``) and optionally by padded tokens
+(``micro_batch_tokens``); a pass that runs out of device memory starts again with micro-batches of
+half the size (one warning), which the learner then keeps, so no iteration is lost.
 
 Full fine-tuning or LoRA is decided by which parameters require grad (peft freezes the base).
 A learner given an ``adapter`` trains that LoRA adapter alone: several learners then share one
@@ -26,14 +29,15 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from marl.credit import kickstart_kl
+from marl.device import halving_on_oom, host_copy
 from marl.hf import HFPolicy, adapter_of
 from marl.losses import ppo_clip_loss
 from marl.policy import choice_logprobs
@@ -49,6 +53,12 @@ class OptimConfig(BaseModel):
     epochs: int = Field(2, ge=1, description="inner PPO epochs per iteration (SPIRAL: 2)")
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range ε (SPIRAL: 0.2)")
     micro_batch: int = Field(32, ge=1, description="samples per forward/backward; gradients accumulate over the batch")
+    micro_batch_tokens: int = Field(
+        0, ge=0, description="padded tokens per forward/backward at most (rows × longest row), a memory bound; 0 = rows only"
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="recompute activations in the backward pass: less memory for about a third more compute"
+    )
     token_normalizer: float = Field(
         64.0, gt=0, description="token-sum divisor (SPIRAL: the generation limit); a constant avoids length bias"
     )
@@ -65,18 +75,20 @@ class OptimConfig(BaseModel):
     )
 
 
+T = TypeVar("T")
 MAGNET = "@magnet"  # suffix of a LoRA learner's reference adapter (snapshots end in @<iteration>)
 ANY_ADAPTER = "{adapter}"  # stands for the adapter's name in one adapter's weights: they load into any adapter
 
 
 def trainable_weights(model: torch.nn.Module, adapter: str | None = None) -> dict[str, torch.Tensor]:
-    """The weights training changes (all of them, or the LoRA adapters), as a copy; with
-    ``adapter``, that adapter's alone, its name written as ``ANY_ADAPTER`` so that they load into
-    another adapter (a snapshot, a PBT copy) with :func:`load_weights`."""
+    """The weights training changes (all of them, or the LoRA adapters), as a CPU copy (so that
+    checkpoints, snapshots and Ray messages load on any device); with ``adapter``, that adapter's
+    alone, its name written as ``ANY_ADAPTER`` so that they load into another adapter (a snapshot,
+    a PBT copy) with :func:`load_weights`."""
     if adapter is None:
-        return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        return {n: host_copy(p) for n, p in model.named_parameters() if p.requires_grad}
     return {
-        n.replace(f".{adapter}.", f".{ANY_ADAPTER}."): p.detach().clone()
+        n.replace(f".{adapter}.", f".{ANY_ADAPTER}."): host_copy(p)
         for n, p in model.named_parameters() if adapter_of(n) == adapter
     }  # fmt: skip
 
@@ -109,6 +121,19 @@ class TrainSample:
     @property
     def forced(self) -> bool:
         return self.candidates is not None
+
+
+def _footprint(sample: TrainSample) -> tuple[int, int]:
+    """Rows a sample takes in a forward pass (one per candidate in forced choice) and the longest."""
+    completions = sample.candidates if sample.forced else [sample.completion_ids]
+    return len(completions), len(sample.prompt_ids) + max(map(len, completions))
+
+
+def _padded(by_sample: dict[int, torch.Tensor], chunk: Sequence[TrainSample], mask: torch.Tensor) -> torch.Tensor:
+    """The chunk's per-sample log-probs laid out as ``mask`` (N, K) lays out its real tokens; 0 elsewhere."""
+    out = torch.zeros(mask.shape, device=mask.device)
+    out[mask] = torch.cat([by_sample[id(s)] for s in chunk])
+    return out
 
 
 def _check_same_vocabulary(student: HFPolicy, teacher: HFPolicy) -> None:
@@ -158,6 +183,9 @@ class Learner:
             self.params = [p.requires_grad_(True) for n, p in policy.model.named_parameters() if adapter_of(n) == adapter]
         if not self.params:
             raise ValueError(f"{policy.name} has no trainable parameters")
+        if config.gradient_checkpointing:
+            policy.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        self.micro_rows = config.micro_batch  # halved for good after running out of memory
         self.optimizer = torch.optim.AdamW(self.params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
         decay = (lambda done: 1 - done / updates) if config.lr_schedule == "linear" else (lambda done: 1.0)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
@@ -171,13 +199,42 @@ class Learner:
                 policy.add_adapter(self.reference_adapter, copy.deepcopy(policy.model.peft_config[adapter]), trainable=False)
             load_weights(policy.model, self.weights(), self.reference_adapter)
 
-    def _chunks(self, samples: Sequence[TrainSample]) -> list[Sequence[TrainSample]]:
-        """Micro-batches, each all free-text or all forced-choice turns."""
-        size, chunks = self.config.micro_batch, []
+    def _chunks(self, samples: Sequence[TrainSample], rows: int) -> list[list[TrainSample]]:
+        """Micro-batches, each all free-text or all forced-choice turns, of at most ``rows``
+        samples and, with ``micro_batch_tokens``, at most that many padded tokens (scaled down
+        with ``rows`` after running out of memory)."""
+        tokens = self.config.micro_batch_tokens * rows // self.config.micro_batch
+        chunks: list[list[TrainSample]] = []
         for kind in (False, True):
-            same = [s for s in samples if s.forced == kind]
-            chunks += [same[i : i + size] for i in range(0, len(same), size)]
+            chunk, height, width = [], 0, 0
+            for s in (s for s in samples if s.forced == kind):
+                n, length = _footprint(s)
+                if chunk and (len(chunk) == rows or tokens and (height + n) * max(width, length) > tokens):
+                    chunks.append(chunk)
+                    chunk, height, width = [], 0, 0
+                chunk.append(s)
+                height, width = height + n, max(width, length)
+            if chunk:
+                chunks.append(chunk)
         return chunks
+
+    def _fitting(self, samples: Sequence[TrainSample], run: Callable[[list[list[TrainSample]]], T], what: str) -> T:
+        """``run`` over ``samples``' micro-batches, again with halved ones after running out of memory."""
+        result, self.micro_rows = halving_on_oom(lambda rows: run(self._chunks(samples, rows)), self.micro_rows, what)
+        return result
+
+    def _logprobs_by_sample(self, samples: Sequence[TrainSample], reference: bool = False) -> dict[int, torch.Tensor]:
+        """Each sample's log-probs (its real tokens, or its one decision), under no grad: the
+        old policy's, or the reference's, keyed by ``id`` so that any chunking can read them."""
+        def run(chunks: list[list[TrainSample]]) -> dict[int, torch.Tensor]:
+            out = {}
+            for chunk in chunks:
+                logprobs, mask, _ = self._logprobs(chunk, reference)
+                out.update({id(s): row[real] for s, row, real in zip(chunk, logprobs, mask)})
+            return out
+
+        with torch.no_grad():
+            return self._fitting(samples, run, f"{self.policy.name}: learner log-probs")
 
     def _logprobs(self, chunk: Sequence[TrainSample], reference: bool = False, entropy: bool = False):
         """(N, K) log-probs, mask and entropy: per token, or per decision for forced choice; under
@@ -204,7 +261,7 @@ class Learner:
             chosen.append(choice_lp[s.choice])
             ent.append(-(choice_lp.exp() * choice_lp).sum())
             start += len(s.candidates)
-        ones = torch.ones((len(chunk), 1), dtype=torch.bool)
+        ones = torch.ones((len(chunk), 1), dtype=torch.bool, device=policy.device)
         return torch.stack(chosen)[:, None], ones, torch.stack(ent)[:, None] if entropy else None  # (N, 1) each
 
     def _check_kickstart(self, coef: float) -> None:
@@ -240,40 +297,11 @@ class Learner:
         if not samples:
             return {}
         cfg, start = self.config, time.perf_counter()
-        chunks = self._chunks(samples)
-        with torch.no_grad():
-            old = [self._logprobs(c)[0] for c in chunks]
-            ref = [self._logprobs(c, reference=True)[0] for c in chunks] if self._has_reference else None
-        kickstart = self.teacher is not None and cfg.kickstart_coef > 0
-        free_text = sum(len(c) for c in chunks if not c[0].forced)
+        old = self._logprobs_by_sample(samples)
+        ref = self._logprobs_by_sample(samples, reference=True) if self._has_reference else None
         stats: dict[str, float] = {}
         for epoch in range(cfg.epochs):
-            self.optimizer.zero_grad(set_to_none=True)
-            sums = dict.fromkeys(("loss/policy", "loss/kl", "policy/entropy", "ppo/clipfrac", "ppo/approx_kl"), 0.0)
-            if kickstart:
-                sums["loss/kickstart_kl"] = 0.0
-            for i, chunk in enumerate(chunks):
-                kick = kickstart and not chunk[0].forced
-                if kick:
-                    logprobs, mask, entropy, kl_teacher = self._kickstart_logprobs(chunk)
-                else:
-                    logprobs, mask, entropy = self._logprobs(chunk, entropy=True)
-                advantages = torch.tensor([s.advantage for s in chunk], dtype=torch.float32)
-                normalizer = 1.0 if chunk[0].forced else cfg.token_normalizer
-                clip_high = None
-                if any(s.clip_high is not None for s in chunk):
-                    clip_high = torch.tensor([cfg.clip_eps if s.clip_high is None else s.clip_high for s in chunk])  # (N,)
-                terms = ppo_clip_loss(
-                    logprobs, old[i], advantages, mask, cfg.clip_eps, normalizer,
-                    ref[i] if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef, clip_high,
-                )  # fmt: skip
-                loss = terms.loss + cfg.kickstart_coef * kl_teacher if kick else terms.loss
-                weight = len(chunk) / len(samples)
-                (loss * weight).backward()
-                for key, value in zip(sums, (terms.policy, terms.kl, terms.entropy, terms.clipfrac, terms.approx_kl)):
-                    sums[key] += value * weight
-                if kick:  # averaged over free-text samples only: forced-choice turns have no teacher term
-                    sums["loss/kickstart_kl"] += float(kl_teacher.detach()) * len(chunk) / free_text
+            sums = self._fitting(samples, lambda chunks: self._accumulate(chunks, old, ref), f"{self.policy.name}: learner step")
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
             self.optimizer.step()
             if epoch == 0:
@@ -282,7 +310,7 @@ class Learner:
             stats["ppo/clipfrac"], stats["ppo/approx_kl"] = sums["ppo/clipfrac"], sums["ppo/approx_kl"]
         self.optimizer.zero_grad(set_to_none=True)
         stats["optim/lr"] = self.schedule.get_last_lr()[0]
-        if kickstart:
+        if self._kickstarting:
             stats["kickstart/coef"] = cfg.kickstart_coef
         self.schedule.step()
         self._pull_reference()
@@ -290,6 +318,44 @@ class Learner:
         stats["perf/learner_tokens_per_s"] = tokens / (time.perf_counter() - start)
         stats["learner/samples"] = float(len(samples))
         return stats
+
+    @property
+    def _kickstarting(self) -> bool:
+        return self.teacher is not None and self.config.kickstart_coef > 0
+
+    def _accumulate(self, chunks: list[list[TrainSample]], old: dict, ref: dict | None) -> dict[str, float]:
+        """One epoch's gradients, accumulated over ``chunks`` from zero (so a pass cut short by
+        running out of memory can simply start again), and the epoch's loss diagnostics."""
+        cfg, total = self.config, sum(map(len, chunks))
+        free_text = sum(len(c) for c in chunks if not c[0].forced)
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = dict.fromkeys(("loss/policy", "loss/kl", "policy/entropy", "ppo/clipfrac", "ppo/approx_kl"), 0.0)
+        if self._kickstarting:
+            sums["loss/kickstart_kl"] = 0.0
+        for chunk in chunks:
+            kick = self._kickstarting and not chunk[0].forced
+            if kick:
+                logprobs, mask, entropy, kl_teacher = self._kickstart_logprobs(chunk)
+            else:
+                logprobs, mask, entropy = self._logprobs(chunk, entropy=True)
+            device = logprobs.device
+            advantages = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=device)
+            normalizer = 1.0 if chunk[0].forced else cfg.token_normalizer
+            clip_high = None
+            if any(s.clip_high is not None for s in chunk):
+                clip_high = torch.tensor([cfg.clip_eps if s.clip_high is None else s.clip_high for s in chunk], device=device)  # (N,)
+            terms = ppo_clip_loss(
+                logprobs, _padded(old, chunk, mask), advantages, mask, cfg.clip_eps, normalizer,
+                _padded(ref, chunk, mask) if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef, clip_high,
+            )  # fmt: skip
+            loss = terms.loss + cfg.kickstart_coef * kl_teacher if kick else terms.loss
+            weight = len(chunk) / total
+            (loss * weight).backward()
+            for key, value in zip(sums, (terms.policy, terms.kl, terms.entropy, terms.clipfrac, terms.approx_kl)):
+                sums[key] += value * weight
+            if kick:  # averaged over free-text samples only: forced-choice turns have no teacher term
+                sums["loss/kickstart_kl"] += float(kl_teacher.detach()) * len(chunk) / free_text
+        return sums
 
     @torch.no_grad()
     def _pull_reference(self) -> None:

@@ -61,12 +61,12 @@ def ppo_clip_loss(
     per_token = torch.maximum(pg_unclipped, pg_clipped)  # (N, K)
     policy = (per_token * mask).sum(-1) / token_normalizer  # (N,)
     loss = policy.mean()
-    kl_value = torch.zeros(())
+    kl_value = logprobs.new_zeros(())
     if ref_logprobs is not None and kl_coef:
         d = ref_logprobs - logprobs  # (N, K)
         kl_value = ((d.exp() - d - 1) * mask).sum(-1).div(token_normalizer).mean()
         loss = loss + kl_coef * kl_value
-    entropy_value = torch.zeros(())
+    entropy_value = logprobs.new_zeros(())
     if entropy is not None:
         entropy_value = (entropy * mask).sum(-1).div(token_normalizer).mean()
         loss = loss - entropy_coef * entropy_value

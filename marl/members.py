@@ -22,6 +22,7 @@ from peft import LoraConfig
 import games
 from games.play import derive_seed
 from games.task_forge.players import FORGE_PLAYERS
+from marl.device import host_copy, resolve_device, resolve_dtype
 from marl.hf import HFPolicy
 from marl.learner import load_weights, trainable_weights
 from marl.models import load_hf, load_smollm2, load_tiny
@@ -49,11 +50,16 @@ def load_model(config: TrainConfig, member: str = MEMBER) -> HFPolicy:
 
 
 def _load_base(config: TrainConfig) -> HFPolicy:
+    """The configured model on its device, in its dtype (``marl.device``), before any adapter."""
     if config.model == "tiny":
-        return load_tiny(config.model_seed)
-    if config.model == "smollm2-135m":
-        return load_smollm2()
-    return load_hf(config.model.removeprefix("hf:"))
+        policy = load_tiny(config.model_seed)
+    elif config.model == "smollm2-135m":
+        policy = load_smollm2()
+    else:
+        policy = load_hf(config.model.removeprefix("hf:"))
+    device = resolve_device(config.device)
+    policy.score_tokens = config.rollout.score_batch_tokens
+    return policy.to(device, resolve_dtype(config.dtype, device))
 
 
 def add_member_adapter(policy: HFPolicy, config: TrainConfig, member: str, trainable: bool = True) -> None:
@@ -117,7 +123,7 @@ def player_state(seat: SeatSpec) -> Any:
     """What a player's copy elsewhere needs to play as this one: a model's weights (its
     adapter's alone with LoRA), a scripted player's state (a curriculum's, a skill)."""
     if isinstance(seat.policy, HFPolicy) and seat.adapter is None:  # a frozen model trains none of them
-        return {n: p.detach().clone() for n, p in seat.policy.model.named_parameters()}
+        return {n: host_copy(p) for n, p in seat.policy.model.named_parameters()}
     if isinstance(seat.policy, HFPolicy):
         return trainable_weights(seat.policy.model, seat.adapter)
     return seat.policy.state_dict()

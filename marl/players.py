@@ -16,6 +16,7 @@ from huggingface_hub import try_to_load_from_cache
 from huggingface_hub.errors import HFValidationError
 
 import games
+from marl.device import resolve_device, resolve_dtype
 from marl.hf import HFPolicy
 from marl.models import load_hf, load_smollm2, load_tiny
 from marl.policy import Policy
@@ -42,11 +43,14 @@ def check_hf_model(path_or_id: str) -> None:
 
 @cache
 def model(name: str) -> HFPolicy:
-    """An LLM policy by name, loaded once per process."""
+    """An LLM policy by name, loaded once per process, on the device ``auto`` picks (``marl.device``)."""
     if name in MODELS:
-        return MODELS[name]()
-    check_hf_model(name.removeprefix("hf:"))
-    return load_hf(name.removeprefix("hf:"))
+        policy = MODELS[name]()
+    else:
+        check_hf_model(name.removeprefix("hf:"))
+        policy = load_hf(name.removeprefix("hf:"))
+    device = resolve_device("auto")
+    return policy.to(device, resolve_dtype("auto", device))
 
 
 def is_model(name: str) -> bool:

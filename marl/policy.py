@@ -94,7 +94,7 @@ def choice_logprobs(
             if len(siblings) > 1:
                 branch = torch.stack([token_logprobs[b][d] for b in siblings.values()]) / temperature
                 terms.append(lps[d] / temperature - torch.logsumexp(branch, dim=0))
-        total.append(torch.stack(terms).sum() if terms else torch.zeros(()))
+        total.append(torch.stack(terms).sum() if terms else lps.new_zeros(()))
     return torch.stack(total)
 
 

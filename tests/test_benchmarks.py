@@ -120,3 +120,18 @@ def test_population_memory_reports_both_layouts_and_ratios():
     assert {(r["layout"], r["members"]) for r in report["rows"]} == {(lay, n) for lay in ("adapters", "models") for n in (1, 2)}
     assert all(r["memory_mb"] > 0 and r["learner_s"] > 0 for r in report["rows"])
     assert set(report["memory_ratio_models_over_adapters"]) == {"1", "2"} and "adapters_2_over_1" in report
+
+
+def test_the_gpu_script_runs_every_part_cpu_sized_and_prints_its_table_last():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gpu.py"), "--smoke", "--device", "cpu"], capture_output=True, text=True, check=True
+    )
+    lines = done.stdout.strip().splitlines()
+    reports = [json.loads(line) for line in lines if line.startswith("{")]
+    figures = [r["figure"] for r in reports]
+    assert figures == ["matmul", "generation", "learning", "kuhn_tiny"]
+    generation, learning, kuhn = reports[1:]
+    assert generation["tokens_per_s"]["engine"] > 0 and generation["ratio_vs_bare"] > 0
+    assert learning["mfu"]["learner"] > 0 and learning["ratio_vs_bare"] > 0
+    assert len(kuhn["exploitability"]) == 2 and all(0 <= e <= 0.5 for e in kuhn["exploitability"])
+    assert lines[-1].startswith("| kuhn_tiny |") and lines[-5].startswith("| figure |")

@@ -131,7 +131,8 @@ def test_sampler_draws_from_the_tempered_nucleus():
     # restricted to the top-p nucleus, within 5 standard errors.
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0]).repeat(4000, 1)  # (B, V)
     temperature, top_p = 0.5, 0.95  # keeps tokens 0-2: 0.83, 0.11, 0.04 before renormalising
-    sampler = _Sampler(torch.full((4000,), temperature), torch.full((4000,), top_p), range(4000), steps=1)
+    requests = [Request("", Sampling(temperature, top_p, 1), seed=i) for i in range(4000)]
+    sampler = _Sampler(requests, steps=1, device=torch.device("cpu"))
     chosen = sampler(torch.zeros((4000, 1), dtype=torch.long), logits).argmax(dim=-1)  # (B,)
     probs = torch.softmax(logits[0] / temperature, dim=-1)
     keep = (probs.cumsum(0) - probs) < top_p  # the smallest prefix (sorted already) reaching top_p
@@ -145,7 +146,8 @@ def test_sampler_draws_from_the_tempered_nucleus():
 def test_sampler_greedy_rows_take_the_argmax():
     logits = torch.randn(6, 50)
     temperatures = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
-    out = _Sampler(temperatures, torch.ones(6), range(6), steps=1)(torch.zeros((6, 1), dtype=torch.long), logits)
+    requests = [Request("", Sampling(float(t), 1, 1), seed=i) for i, t in enumerate(temperatures)]
+    out = _Sampler(requests, steps=1, device=torch.device("cpu"))(torch.zeros((6, 1), dtype=torch.long), logits)
     assert (out == out.amax(dim=-1, keepdim=True)).sum(dim=-1).eq(1).all(), "exactly one token on top per row"
     assert out.argmax(-1)[temperatures == 0].tolist() == logits.argmax(-1)[temperatures == 0].tolist()
 

@@ -1,0 +1,220 @@
+"""The model paths on an accelerator, one prepared script: generation, learning and a short
+training run, each against a bare baseline measured in the same run, with peak device memory.
+
+(a) the rollout engine's model call (``HFPolicy.act``: per-request sampling and log-probs, the
+    shared prompt prefix computed once) against a bare batched ``model.generate`` that samples
+    on the very same prompts, tokens/s, for a SmolLM2-135M-shaped and a Qwen2-1.5B-shaped model
+    (random weights from ``benchmarks/configs/``: nothing is downloaded, and random weights cost
+    the same FLOPs), batches 64 and 256, a fixed generation length;
+(b) the learner (old log-probs, then PPO epochs) against bare forward + backward + AdamW passes on
+    the same batch, tokens/s, and model FLOP utilisation (6 × parameters per trained token, 2 ×
+    per scored one) against the bf16 matrix rate measured here;
+(c) ``examples/kuhn_tiny.toml`` for 20 iterations on the device: its exact exploitability should
+    fall as it does on the CPU;
+(d) each figure's peak device memory.
+
+Targets (issue 18): engine >= 0.9x bare generate, learner >= 0.9x bare step.
+
+Needs only torch, transformers and peft besides this project's pure-Python dependencies (the
+local pool; no Ray, no vLLM). ``--smoke`` runs every part CPU-sized in seconds, which the tests
+do; on a GPU the default sizes take about six minutes. One JSON line per figure, a table last.
+
+    python benchmarks/gpu.py [--device cuda] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from learner_speed import bare_passes
+from rollout_speed import bare_generate_rate
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from marl.config import load_config
+from marl.device import resolve_device, resolve_dtype
+from marl.hf import HFPolicy
+from marl.learner import Learner, OptimConfig, TrainSample
+from marl.models import TINY_CONFIG, byte_tokenizer
+from marl.policy import Request, Sampling
+from marl.train import Trainer
+
+ROOT = Path(__file__).parent
+SHAPES = {"smollm2-135m": ROOT / "configs" / "smollm2_135m.json", "qwen2-1.5b": ROOT / "configs" / "qwen2_1_5b.json"}
+FULL = {"shapes": list(SHAPES), "batches": [64, 256], "new_tokens": 128, "prompt": 192, "samples": 64, "completion": 64,
+        "micro_batch": 16, "kuhn_iterations": 20}  # fmt: skip
+SMOKE = {"shapes": ["tiny"], "batches": [4], "new_tokens": 4, "prompt": 24, "samples": 4, "completion": 4,
+         "micro_batch": 2, "kuhn_iterations": 2}  # fmt: skip
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_mb(device: torch.device) -> float | None:
+    return round(torch.cuda.max_memory_allocated(device) / 2**20, 1) if device.type == "cuda" else None
+
+
+def reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, size: int) -> float:
+    """FLOP/s of a square matrix product at the run's dtype: the ceiling MFU is measured against."""
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    for _ in range(3):
+        a @ b
+    synchronize(device)
+    start, repeats = time.perf_counter(), 20
+    for _ in range(repeats):
+        a @ b
+    synchronize(device)
+    return 2 * size**3 * repeats / (time.perf_counter() - start)
+
+
+def shaped_model(shape: str, device: torch.device, dtype: torch.dtype) -> HFPolicy:
+    """A model of ``shape`` with random weights (seeded), SDPA attention, the byte tokenizer for
+    prompts (the ids it writes need no tokenizer of their own: random weights write noise)."""
+    config = AutoConfig.from_pretrained(TINY_CONFIG if shape == "tiny" else SHAPES[shape])
+    torch.manual_seed(0)
+    with device:
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+    return HFPolicy(model, byte_tokenizer(), shape)
+
+
+def prompts(count: int, length: int) -> list[str]:
+    """Prompts sharing a system-like start, as a batch of one game's turns does, each ``length`` bytes."""
+    shared = "You are playing Kuhn poker against another player. Play to win. " * 8
+    return [(shared[: length // 2] + f" Match {i}: your card is {'JQK'[i % 3]}. " * 40)[:length] for i in range(count)]
+
+
+def generation(policy: HFPolicy, batch: int, new_tokens: int, prompt: int, device: torch.device) -> dict:
+    """(a): tokens/s of ``act`` against bare sampling ``generate`` on the same prompts."""
+    requests = [Request(p, Sampling(1.0, 1.0, new_tokens), seed=i) for i, p in enumerate(prompts(batch, prompt))]
+    policy.act(requests[:2])  # warm-up: kernels, allocator
+    reset_peak(device)
+    synchronize(device)
+    start = time.perf_counter()
+    responses = policy.act(requests)
+    synchronize(device)
+    engine = sum(len(r.completion_ids) for r in responses) / (time.perf_counter() - start)
+    engine_peak = peak_mb(device)
+    reset_peak(device)
+    bare = bare_generate_rate(policy, [r.prompt_ids for r in responses], batch, new_tokens, batches=1)
+    return {
+        "figure": "generation", "model": policy.name, "batch": batch, "new_tokens": new_tokens,
+        "tokens_per_s": {"engine": round(engine, 1), "bare_generate": round(bare, 1)},
+        "ratio_vs_bare": round(engine / bare, 3), "target": 0.9,
+        "peak_mb": {"engine": engine_peak, "bare_generate": peak_mb(device)},
+    }  # fmt: skip
+
+
+def learning(policy: HFPolicy, sizes: dict, device: torch.device, peak_flops: float) -> dict:
+    """(b): the learner's iteration against bare passes on the same batch, tokens/s and MFU."""
+    policy.model.requires_grad_(True)
+    rng = torch.Generator().manual_seed(0)
+    vocab = policy.model.config.vocab_size
+    batch = [
+        TrainSample(
+            torch.randint(0, 256, (sizes["prompt"],), generator=rng).tolist(),
+            torch.randint(0, vocab, (sizes["completion"],), generator=rng).tolist(),
+            1.0 if i % 2 else -1.0,
+        )
+        for i in range(sizes["samples"])
+    ]
+    epochs = 2
+    config = OptimConfig(epochs=epochs, micro_batch=sizes["micro_batch"], lr=1e-5)
+    learner = Learner(policy, config)
+    initial = learner.weights()
+    tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in batch)
+    reset_peak(device)
+    bare_passes(policy, batch[:2], 1, 2, config.lr)  # warm-up
+    synchronize(device)
+    bare = bare_passes(policy, batch, epochs, config.micro_batch, config.lr)
+    synchronize(device)
+    bare_peak = peak_mb(device)
+    learner.load_weights(initial)
+    reset_peak(device)
+    synchronize(device)
+    start = time.perf_counter()
+    learner.update(batch)
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    params = sum(p.numel() for p in policy.model.parameters())
+    learner_flops = (2 + 6 * epochs) * params * tokens  # old log-probs (forward), then epochs × (forward + backward)
+    bare_flops = 6 * epochs * params * tokens
+    return {
+        "figure": "learning", "model": policy.name, "samples": len(batch), "tokens_per_sample": sizes["prompt"] + sizes["completion"],
+        "tokens_per_s": {"learner": round(tokens * epochs / seconds, 1), "bare_step": round(tokens * epochs / bare, 1)},
+        "ratio_vs_bare": round(bare / seconds, 3), "target": 0.9,
+        "mfu": {"learner": round(learner_flops / seconds / peak_flops, 4), "bare_step": round(bare_flops / bare / peak_flops, 4)},
+        "peak_mb": {"learner": peak_mb(device), "bare_step": bare_peak},
+    }  # fmt: skip
+
+
+def kuhn(iterations: int, device: torch.device, smoke: bool) -> dict:
+    """(c): examples/kuhn_tiny.toml on ``device``; its exploitability at every iteration."""
+    overrides = [f"iterations={iterations}", f"device={device}", "eval.every=0", f"checkpoint_every={iterations}"]
+    if smoke:
+        overrides += ["rollout.matches=8"]
+    config = load_config(ROOT.parent / "examples" / "kuhn_tiny.toml", overrides)
+    curve: list[float] = []
+    reset_peak(device)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as run_dir:
+        Trainer(config, Path(run_dir)).run(on_iteration=lambda _, metrics: curve.append(round(metrics["kuhn/exploitability"], 4)))
+    return {
+        "figure": "kuhn_tiny", "device": str(device), "iterations": iterations, "exploitability": curve,
+        "fell": curve[-1] < curve[0], "seconds": round(time.perf_counter() - start, 1), "peak_mb": peak_mb(device),
+    }  # fmt: skip
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| figure | model | size | ours | bare | ratio | MFU ours / bare | peak MB ours / bare |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["figure"] == "kuhn_tiny":
+            lines.append(f"| kuhn_tiny | tiny | {r['iterations']} it | {r['exploitability'][0]} → {r['exploitability'][-1]} | | | | {r['peak_mb']} |")
+            continue
+        ours, bare = r["tokens_per_s"].values()
+        size = f"batch {r['batch']}" if r["figure"] == "generation" else f"{r['samples']} × {r['tokens_per_sample']}"
+        mfu = " / ".join(map(str, r["mfu"].values())) if "mfu" in r else ""
+        lines.append(f"| {r['figure']} | {r['model']} | {size} | {ours} tok/s | {bare} tok/s | {r['ratio_vs_bare']} | {mfu} | "
+                     f"{' / '.join(map(str, r['peak_mb'].values()))} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--smoke", action="store_true", help="every part CPU-sized, to check the script runs")
+    args = parser.parse_args()
+    device = resolve_device(args.device)
+    dtype = resolve_dtype("auto", device)
+    sizes = SMOKE if args.smoke else FULL
+    peak_flops = matmul_rate(device, dtype, 256 if args.smoke else 8192)
+    rows = []
+
+    def emit(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps({"benchmark": "gpu", **row}), flush=True)
+
+    print(json.dumps({"benchmark": "gpu", "figure": "matmul", "device": str(device), "dtype": str(dtype), "flops": peak_flops}), flush=True)
+    for shape in sizes["shapes"]:
+        policy = shaped_model(shape, device, dtype)
+        for batch in sizes["batches"]:
+            emit(generation(policy, batch, sizes["new_tokens"], sizes["prompt"], device))
+        emit(learning(policy, sizes, device, peak_flops))
+        del policy
+    emit(kuhn(sizes["kuhn_iterations"], device, args.smoke))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
