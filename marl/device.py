@@ -58,6 +58,17 @@ def host_copy(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().to("cpu", copy=True)
 
 
+def on_host(state):
+    """``state`` (nested dicts and lists, as a ``state_dict`` is) with every tensor a CPU copy."""
+    if isinstance(state, torch.Tensor):
+        return host_copy(state)
+    if isinstance(state, dict):
+        return {key: on_host(value) for key, value in state.items()}
+    if isinstance(state, list | tuple):
+        return type(state)(map(on_host, state))
+    return state
+
+
 def halving_on_oom(run: Callable[[int], T], size: int, what: str) -> tuple[T, int]:
     """``run(size)``, and on an out-of-memory error ``run(size // 2)`` after one warning, down to
     size 1 (then the error stands). Returns the result and the size that fitted, for the caller

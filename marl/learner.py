@@ -37,7 +37,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from marl.credit import kickstart_kl
-from marl.device import halving_on_oom, host_copy
+from marl.device import halving_on_oom, host_copy, on_host
 from marl.hf import HFPolicy, adapter_of
 from marl.losses import ppo_clip_loss
 from marl.policy import choice_logprobs
@@ -396,12 +396,13 @@ class Learner:
         load_weights(self.policy.model, weights, self.adapter)
 
     def state_dict(self) -> dict:
-        """Everything to resume from: the trained weights, optimiser, schedule and magnet."""
+        """Everything to resume from: the trained weights, optimiser, schedule and magnet, on the CPU
+        (a Ray learner's state reaches a driver that may have no GPU; loading moves it back)."""
         state = {
-            "weights": self.weights(), "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict()
+            "weights": self.weights(), "optimizer": on_host(self.optimizer.state_dict()), "schedule": self.schedule.state_dict()
         }
         if self.reference is not None:
-            state["reference"] = self.reference.state_dict()
+            state["reference"] = on_host(self.reference.state_dict())
         elif self.reference_adapter is not None:
             state["reference"] = trainable_weights(self.policy.model, self.reference_adapter)
         return state

@@ -332,7 +332,7 @@ class Trainer:
     def load_checkpoint(self) -> int:
         folder = self.run_dir / "checkpoints"
         name = (folder / "latest").read_text().strip()
-        state = torch.load(folder / name / "state.pt", weights_only=False)
+        state = torch.load(folder / name / "state.pt", weights_only=False, map_location="cpu")  # loads into any device's models
         meta = json.loads((folder / name / "state.json").read_text())
         if "learners" not in state:
             raise OldCheckpoint(f"{folder / name} was written by an older coevo, before the one trainer; start the run again")

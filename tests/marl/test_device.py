@@ -123,6 +123,10 @@ def test_a_bf16_base_keeps_its_lora_adapters_and_losses_in_fp32():
     assert lp.dtype == torch.float32
 
 
+def test_the_models_attend_with_sdpa():
+    assert load_tiny().model.config._attn_implementation == "sdpa"  # flash attention where the backend has it
+
+
 def test_device_and_dtype_selection(tmp_path):
     assert resolve_device("cpu") == torch.device("cpu")
     assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
