@@ -105,7 +105,9 @@ class TrainConfig(Strict):
         "auto", description="where models compute: auto (a GPU if torch sees one; in a Ray actor, the one Ray gave it) | cpu | cuda | cuda:N"
     )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        "auto", description="model weights' precision: auto = bfloat16 on a GPU, float32 on the CPU; losses are fp32 either way"
+        "auto",
+        description="model weights' precision: auto = bfloat16 on a GPU (float32 when every weight trains: lora.r = 0), "
+        "float32 on the CPU; losses are fp32 either way",
     )
     mode: Literal["generate", "choose"] = Field("generate", description="generate: free text, parsed; choose: forced choice")
     games: dict[str, float] = Field({"kuhn_poker": 1.0}, description="game -> sampling weight")
@@ -151,6 +153,12 @@ class TrainConfig(Strict):
                 f"eval.opponents: no opponent {unknown[0]!r} for {', '.join(self.games)}; choose from "
                 f"{', '.join(sorted(scripted))} (scripted players), initial (the starting model) or past:K (K >= 1 iterations ago)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _checkpointing_needs_full_weights(self) -> TrainConfig:
+        if self.optim.gradient_checkpointing and self.lora.r:
+            raise ValueError("optim.gradient_checkpointing works with full fine-tuning only (lora.r = 0); turn one of them off")
         return self
 
     @model_validator(mode="after")

@@ -46,10 +46,12 @@ def resolve_device(name: str = "auto") -> torch.device:
     return device
 
 
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """``auto`` (bf16 on CUDA, fp32 elsewhere), ``float32`` or ``bfloat16``."""
+def resolve_dtype(name: str, device: torch.device, full_training: bool = False) -> torch.dtype:
+    """``auto`` (bf16 on CUDA, fp32 elsewhere), ``float32`` or ``bfloat16``. ``auto`` stays fp32
+    for a model whose every weight trains: with no fp32 master copy, bf16 rounds AdamW steps
+    below ~1/256 of a weight to nothing (LoRA adapters are fp32 on a bf16 base, so they are safe)."""
     if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        return torch.bfloat16 if device.type == "cuda" and not full_training else torch.float32
     return DTYPES[name]
 
 
@@ -80,16 +82,17 @@ def halving_on_oom(run: Callable[[int], T], size: int, what: str) -> tuple[T, in
         except torch.OutOfMemoryError:
             if size <= 1:
                 raise
-            size //= 2
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            warnings.warn(f"{what}: out of device memory; running it again at half size ({size})", OutOfMemoryRetry, stacklevel=2)
+        size //= 2  # out of the except block: the failed pass's tensors are free now
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        warnings.warn(f"{what}: out of device memory; running it again at half size ({size})", OutOfMemoryRetry, stacklevel=2)
 
 
-def in_parts_on_oom(items: Sequence[Item], run: Callable[[Sequence[Item]], list[T]], what: str) -> list[T]:
-    """``run(items)``; after an out-of-memory error, ``run`` over its halves one at a time (then
-    quarters…), the results in order: for passes without state to undo (generation, scoring)."""
-    def in_parts(size: int) -> list[T]:
-        return [out for start in range(0, len(items), size) for out in run(items[start : start + size])]
+def in_parts_on_oom(items: Sequence[Item], run: Callable[[Sequence[Item]], list[T]], what: str, size: int) -> tuple[list[T], int]:
+    """``run`` over ``items`` in parts of ``size``; after an out-of-memory error, in parts of half
+    that (then a quarter…), the results in order: for passes without state to undo (generation,
+    scoring). Returns the results and the part size that fitted."""
+    def in_parts(part: int) -> list[T]:
+        return [out for start in range(0, len(items), part) for out in run(items[start : start + part])]
 
-    return halving_on_oom(in_parts, len(items), what)[0]
+    return halving_on_oom(in_parts, max(1, min(size, len(items))), what)

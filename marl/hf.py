@@ -136,6 +136,7 @@ class HFPolicy:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids)
         self.adapters: set[str] = set()
         self.score_tokens = 0  # padded tokens per forward pass in score(); 0: SCORE_CHUNK pairs bound it alone
+        self.fits: dict[str, int] = {}  # pass -> the batch size that fitted after running out of memory, kept
 
     @property
     def device(self) -> torch.device:
@@ -235,7 +236,15 @@ class HFPolicy:
         """One ``generate`` call for the batch; on an out-of-memory error, its halves, each alone
         (every request samples from its own seed, so the halves play as the whole would)."""
         prompts = self.encode([r.messages for r in requests])
-        return in_parts_on_oom(list(zip(prompts, requests)), self._generate, f"{self.name}: generating {len(requests)} turns")
+        return self._fitting("generate", list(zip(prompts, requests)), self._generate)
+
+    def _fitting(self, kind: str, items: list, run) -> list[Response]:
+        """``run`` over ``items`` in batches that fit: smaller for good after running out of memory."""
+        size = self.fits.get(kind, len(items))
+        out, fitted = in_parts_on_oom(items, run, f"{self.name}: {kind} ({len(items)} rows)", size)
+        if fitted < size:
+            self.fits[kind] = fitted
+        return out
 
     def _generate(self, rows: Sequence[tuple[list[int], Request]]) -> list[Response]:
         prompts, requests = [p for p, _ in rows], [r for _, r in rows]
@@ -316,8 +325,7 @@ class HFPolicy:
         ]
         scored: list[Response] = []
         for chunk in self._score_chunks(pairs):
-            score = lambda part: self._score_chunk(part, [requests[i] for i, *_ in part])  # noqa: E731
-            scored += in_parts_on_oom(chunk, score, f"{self.name}: scoring {len(chunk)} candidates")
+            scored += self._fitting("score", chunk, lambda part: self._score_chunk(part, [requests[i] for i, *_ in part]))
         grouped: list[list[Response]] = [[] for _ in requests]
         for (i, *_), response in zip(pairs, scored):
             grouped[i].append(response)

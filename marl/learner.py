@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 import torch
+from peft import PeftModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from marl.credit import kickstart_kl
@@ -129,9 +130,10 @@ def _footprint(sample: TrainSample) -> tuple[int, int]:
     return len(completions), len(sample.prompt_ids) + max(map(len, completions))
 
 
-def _padded(by_sample: dict[int, torch.Tensor], chunk: Sequence[TrainSample], mask: torch.Tensor) -> torch.Tensor:
-    """The chunk's per-sample log-probs laid out as ``mask`` (N, K) lays out its real tokens; 0 elsewhere."""
-    out = torch.zeros(mask.shape, device=mask.device)
+def _padded(by_sample: dict[int, torch.Tensor], chunk: Sequence[TrainSample], live: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The chunk's per-sample log-probs laid out as ``mask`` (N, K) lays out its real tokens, and
+    the ``live`` ones (detached) at padding: a ratio of 1 and a KL of 0 there, never exp(-inf)."""
+    out = live.detach().clone()
     out[mask] = torch.cat([by_sample[id(s)] for s in chunk])
     return out
 
@@ -183,6 +185,11 @@ class Learner:
             self.params = [p.requires_grad_(True) for n, p in policy.model.named_parameters() if adapter_of(n) == adapter]
         if not self.params:
             raise ValueError(f"{policy.name} has no trainable parameters")
+        if config.gradient_checkpointing and isinstance(policy.model, PeftModel):
+            raise ValueError(
+                "optim.gradient_checkpointing works with full fine-tuning only: peft routes each row to its adapter "
+                "in eval mode, and recomputing in train mode would use one adapter for all; set lora.r = 0 or turn it off"
+            )
         if config.gradient_checkpointing:
             policy.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         self.micro_rows = config.micro_batch  # halved for good after running out of memory
@@ -229,8 +236,9 @@ class Learner:
         def run(chunks: list[list[TrainSample]]) -> dict[int, torch.Tensor]:
             out = {}
             for chunk in chunks:
-                logprobs, mask, _ = self._logprobs(chunk, reference)
-                out.update({id(s): row[real] for s, row, real in zip(chunk, logprobs, mask)})
+                logprobs = self._logprobs(chunk, reference)[0]
+                k = logprobs.shape[1]  # real tokens end-aligned: a sample's are its last ones
+                out.update({id(s): row[k - (1 if s.forced else len(s.completion_ids)) :] for s, row in zip(chunk, logprobs)})
             return out
 
         with torch.no_grad():
@@ -345,8 +353,8 @@ class Learner:
             if any(s.clip_high is not None for s in chunk):
                 clip_high = torch.tensor([cfg.clip_eps if s.clip_high is None else s.clip_high for s in chunk], device=device)  # (N,)
             terms = ppo_clip_loss(
-                logprobs, _padded(old, chunk, mask), advantages, mask, cfg.clip_eps, normalizer,
-                _padded(ref, chunk, mask) if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef, clip_high,
+                logprobs, _padded(old, chunk, logprobs, mask), advantages, mask, cfg.clip_eps, normalizer,
+                _padded(ref, chunk, logprobs, mask) if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef, clip_high,
             )  # fmt: skip
             loss = terms.loss + cfg.kickstart_coef * kl_teacher if kick else terms.loss
             weight = len(chunk) / total

@@ -133,6 +133,7 @@ def test_device_and_dtype_selection(tmp_path):
     assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
     assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
     assert resolve_dtype("float32", torch.device("cuda")) == torch.float32
+    assert resolve_dtype("auto", torch.device("cuda"), full_training=True) == torch.float32  # bf16 would round steps away
     with pytest.raises(ValueError, match="choose auto, cpu, cuda or cuda:N"):
         resolve_device("tpu")
     with pytest.raises(ValueError, match="CUDA device"):
@@ -175,6 +176,11 @@ def test_running_out_of_memory_halves_generation_and_scoring_and_changes_no_resu
         again = policy.score(reqs, CANDIDATES)  # 8 candidates: 8 -> 4 -> 2 rows
     assert len(caught) == 2
     assert flat(again) == pytest.approx(flat(scored))
+    failures = flaky.failures
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutOfMemoryRetry)  # the sizes that fitted are kept: no second failure
+        policy.act(reqs), policy.score(reqs, CANDIDATES)
+    assert flaky.failures == failures and policy.fits == {"generate": 2, "score": 2}
 
 
 def test_running_out_of_memory_halves_the_learners_micro_batches_for_good_and_loses_no_update():
@@ -243,6 +249,15 @@ def test_scoring_passes_respect_the_token_budget():
     budgeted = policy.score(reqs, CANDIDATES)
     assert len(seen) > 1 and all(len(c) * max(len(p) + len(k) for _, p, k, _ in c) <= 200 for c in seen)
     assert flat(budgeted) == pytest.approx(flat(expected), abs=1e-5)
+
+
+def test_gradient_checkpointing_with_lora_is_refused_not_silently_wrong(tmp_path):
+    with pytest.raises(ValueError, match="full fine-tuning only"):
+        Learner(lora_tiny(), OptimConfig(gradient_checkpointing=True), adapter="a")
+    path = tmp_path / "run.toml"
+    path.write_text("[optim]\ngradient_checkpointing = true\n[lora]\nr = 4\n")
+    with pytest.raises(ConfigError, match=r"run.toml: \(top level\): .*gradient_checkpointing works with full fine-tuning only"):
+        load_config(path)
 
 
 def test_gradient_checkpointing_trains_exactly_as_without():
