@@ -96,6 +96,19 @@ class EvalConfig(Strict):
     )
 
 
+class ScheduleConfig(Strict):
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync: every iteration plays, then learns, then syncs weights; async: up to max_staleness iterations "
+        "are played ahead, with the newest weights at hand, while the learners train (rollouts and learning overlap)",
+    )
+    max_staleness: int = Field(
+        1, ge=0,
+        description="async: a sample is played by weights at most this many learner updates behind the ones it trains "
+        "(prime-rl's max_off_policy_steps); 0 plays as sync does",
+    )  # fmt: skip
+
+
 class TrainConfig(Strict):
     seed: int = Field(0, description="root seed: matches, sampling and initialisation derive from it")
     iterations: int = Field(100, ge=1, description="training iterations (SPIRAL: 400)")
@@ -118,6 +131,7 @@ class TrainConfig(Strict):
     lora: LoraSettings = LoraSettings()
     eval: EvalConfig = EvalConfig()
     pool: PoolConfig = PoolConfig()
+    train: ScheduleConfig = Field(ScheduleConfig(), description="how rollouts and learning take turns: sync or async")
 
     @field_validator("model")
     @classmethod
@@ -167,6 +181,15 @@ class TrainConfig(Strict):
             raise ValueError(
                 f"advantage.estimator: {self.advantage.estimator} credits task forge's attempts; "
                 f"{', '.join(self.games)} has none (choose rae, reinforce, batch_mean or grpo)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _async_free_text_samples_at_temperature_1(self) -> TrainConfig:
+        if self.train.mode == "async" and self.mode == "generate" and self.rollout.temperature != 1:
+            raise ValueError(
+                f"train.mode = 'async' corrects stale free-text samples with the log-probs they were drawn with, which the "
+                f"learner compares at temperature 1; rollout.temperature is {self.rollout.temperature}: set it to 1 or use mode = 'choose'"
             )
         return self
 

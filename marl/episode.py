@@ -39,6 +39,8 @@ class Turn(BaseModel):
     choice: int | None = None  # choose mode: which candidate was drawn (its ids are completion_ids)
     tag: str = ""  # the step of the game this turn played (task forge: "attempt:2"), for per-turn credit
     cut_chars: int = 0  # characters of the output past rollout.max_output_chars, cut before parsing
+    version: int = 0  # the weight version that played it: its member's learner updates so far (async training's staleness)
+    choice_logprob: float | None = None  # choose mode: log-prob of the drawn choice at sampling time (the behaviour policy's)
 
 
 class Episode(BaseModel):

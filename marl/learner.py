@@ -74,6 +74,13 @@ class OptimConfig(BaseModel):
     kickstart_coef: float = Field(
         0.0, ge=0, description="λ of λ·KL(teacher ‖ student) on free-text turns (kickstarting); needs a teacher; 0 = off"
     )
+    correction: Literal["decoupled", "tis"] = Field(
+        "decoupled",
+        description="off-policy correction of stale samples (async training): decoupled: PPO's clip around the "
+        "learner's weights, weighted by min(π_old/π_behaviour, is_cap) (AReaL); tis: truncated importance sampling, "
+        "min(π_θ/π_behaviour, is_cap)·A·∇log π_θ, no clip (IMPALA, Yao et al. 2025); fresh samples keep plain PPO",
+    )
+    is_cap: float = Field(2.0, gt=0, description="C, where the off-policy importance weight is truncated (Yao et al. 2025: 2)")
 
 
 T = TypeVar("T")
@@ -118,6 +125,7 @@ class TrainSample:
     choice: int | None = None  # forced choice: the index drawn
     temperature: float = 1.0  # forced choice: the softmax temperature it was drawn at
     clip_high: float | None = None  # ε_high of this sample's upper clip (ADPO); None: the config's clip_eps
+    behaviour: list[float] | None = None  # stale (async): log-probs at sampling time, per token or the one choice; None: fresh
 
     @property
     def forced(self) -> bool:
@@ -136,6 +144,31 @@ def _padded(by_sample: dict[int, torch.Tensor], chunk: Sequence[TrainSample], li
     out = live.detach().clone()
     out[mask] = torch.cat([by_sample[id(s)] for s in chunk])
     return out
+
+
+def _behaviour(chunk: Sequence[TrainSample], old: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The stale samples' behaviour log-probs laid out as ``mask`` (N, K) lays out their tokens
+    (``old`` elsewhere), and which rows are stale (N,); (None, None) when every sample is fresh."""
+    if all(s.behaviour is None for s in chunk):
+        return None, None
+    stale = torch.tensor([s.behaviour is not None for s in chunk], device=old.device)  # (N,)
+    out = old.detach().clone()
+    out[mask & stale[:, None]] = torch.tensor([x for s in chunk if s.behaviour is not None for x in s.behaviour], dtype=old.dtype, device=old.device)
+    return out, stale
+
+
+def _staleness_stats(samples: Sequence[TrainSample], old: dict[int, torch.Tensor], cap: float) -> dict[str, float]:
+    """How far the behaviour policy was from the learner's weights on the stale samples: the share
+    of stale samples, the mean π_old/π_b over their tokens, and the share the cap truncates."""
+    stale = [s for s in samples if s.behaviour is not None]
+    if not stale:
+        return {}
+    log_rho = torch.cat([old[id(s)].float().cpu() - torch.tensor(s.behaviour) for s in stale])
+    rho = log_rho.exp()
+    return {
+        "offpolicy/stale_frac": len(stale) / len(samples), "offpolicy/is_ratio": float(rho.mean()),
+        "offpolicy/truncated_frac": float((rho > cap).float().mean()),
+    }  # fmt: skip
 
 
 def _check_same_vocabulary(student: HFPolicy, teacher: HFPolicy) -> None:
@@ -322,6 +355,7 @@ class Learner:
             stats["kickstart/coef"] = cfg.kickstart_coef
         self.schedule.step()
         self._pull_reference()
+        stats.update(_staleness_stats(samples, old, cfg.is_cap))
         tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples) * (cfg.epochs + 1)
         stats["perf/learner_tokens_per_s"] = tokens / (time.perf_counter() - start)
         stats["learner/samples"] = float(len(samples))
@@ -352,9 +386,12 @@ class Learner:
             clip_high = None
             if any(s.clip_high is not None for s in chunk):
                 clip_high = torch.tensor([cfg.clip_eps if s.clip_high is None else s.clip_high for s in chunk], device=device)  # (N,)
+            old_lp = _padded(old, chunk, logprobs, mask)
+            behaviour, stale = _behaviour(chunk, old_lp, mask)
             terms = ppo_clip_loss(
-                logprobs, _padded(old, chunk, logprobs, mask), advantages, mask, cfg.clip_eps, normalizer,
+                logprobs, old_lp, advantages, mask, cfg.clip_eps, normalizer,
                 _padded(ref, chunk, logprobs, mask) if ref is not None else None, cfg.kl_coef, entropy, cfg.entropy_coef, clip_high,
+                behaviour, stale, cfg.correction, cfg.is_cap,
             )  # fmt: skip
             loss = terms.loss + cfg.kickstart_coef * kl_teacher if kick else terms.loss
             weight = len(chunk) / total

@@ -15,6 +15,21 @@ ADPO's dynamic upper clip (Agent0, docs/research/roles.md §1.4; ``marl.credit.a
 each sample its own ε_high (``clip_high``), widening the trust region upwards on ambiguous tasks;
 the lower bound stays 1 − ε.
 
+Off-policy correction (asynchronous training, ``[train] mode = "async"``): a stale sample was
+drawn by an older policy π_b (the behaviour policy; its log-probs recorded at sampling time), not
+by π_old, the learner's weights when the update starts (the proximal policy). Per stale token:
+
+    decoupled PPO (Hilton et al. 2022, https://arxiv.org/abs/2110.00641; AReaL, Fu et al. 2025,
+    https://arxiv.org/abs/2505.24298): the clip stays around π_old and the loss is weighted by
+        w_t = min(π_old(y_t) / π_b(y_t), C)                 (detached)
+        ℓ_t = w_t · max(−A·ρ_t, −A·clip(ρ_t, 1 − ε, 1 + ε_high))
+    truncated importance sampling (IMPALA's truncated ρ, Espeholt et al. 2018,
+    https://arxiv.org/abs/1802.01561; "TIS", Yao et al. 2025): no proximal policy, no clip:
+        ℓ_t = −A · min(π_θ(y_t) / π_b(y_t), C) · log π_θ(y_t)  (the weight detached)
+
+A fresh sample (drawn by π_old itself) keeps the plain PPO term: the correction's weight is 1
+there by definition, so with no stale sample the loss is exactly PPO's.
+
 Shapes: N samples, K completion tokens (padded), mask (N, K) marks real tokens.
 """
 
@@ -47,6 +62,10 @@ def ppo_clip_loss(
     entropy: torch.Tensor | None = None,  # (N, K) per-token entropy of π_θ
     entropy_coef: float = 0.0,
     clip_high: torch.Tensor | None = None,  # (N,) per-sample ε_high; None: ε_high = ε
+    behaviour_logprobs: torch.Tensor | None = None,  # (N, K) under π_b at sampling time; fresh rows: anything
+    stale: torch.Tensor | None = None,  # (N,) bool: drawn by an older policy than π_old, so corrected
+    correction: str = "decoupled",  # "decoupled" | "tis"
+    is_cap: float = 2.0,  # C, the importance weight's truncation
 ) -> LossTerms:
     mask = mask.float()
     log_ratio = logprobs - old_logprobs  # (N, K)
@@ -59,6 +78,10 @@ def ppo_clip_loss(
         clipped_ratio = ratio.clamp(min=1 - clip_eps).minimum(1 + clip_high.to(ratio.dtype)[:, None])  # (N, K)
     pg_clipped = -a * clipped_ratio
     per_token = torch.maximum(pg_unclipped, pg_clipped)  # (N, K)
+    if stale is not None:
+        per_token = _off_policy(
+            per_token, logprobs, old_logprobs, behaviour_logprobs, a, stale[:, None] & (mask > 0), correction, is_cap
+        )
     policy = (per_token * mask).sum(-1) / token_normalizer  # (N,)
     loss = policy.mean()
     kl_value = logprobs.new_zeros(())
@@ -78,3 +101,21 @@ def ppo_clip_loss(
         loss, float(policy.mean().detach()), float(kl_value.detach()), float(entropy_value.detach()),
         float(clipped.sum() / n_tokens), float(approx_kl),
     )  # fmt: skip
+
+
+def _off_policy(
+    per_token: torch.Tensor,  # (N, K) the PPO term
+    logprobs: torch.Tensor,  # (N, K) under π_θ
+    old_logprobs: torch.Tensor,  # (N, K) under π_old, the proximal policy
+    behaviour_logprobs: torch.Tensor,  # (N, K) under π_b
+    a: torch.Tensor,  # (N, 1) advantages
+    stale: torch.Tensor,  # (N, K) bool, the stale samples' real tokens
+    correction: str,
+    is_cap: float,
+) -> torch.Tensor:
+    """``per_token`` with the stale tokens' terms corrected (the module docstring's equations)."""
+    source = old_logprobs if correction == "decoupled" else logprobs.detach()  # π_old (decoupled) or π_θ (TIS)
+    rho = (source - behaviour_logprobs).detach().exp()  # (N, K): a weight, not a path for gradients
+    weight = rho.clamp(max=is_cap)
+    corrected = weight * per_token if correction == "decoupled" else -a * weight * logprobs
+    return torch.where(stale, corrected, per_token)

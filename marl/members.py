@@ -192,4 +192,5 @@ class Member:
         """Play with new settings (PBT's sampling hyper-parameters) on the same model."""
         self.recipe = Recipe(self.name, config, self.recipe.scripted, self.recipe.game, self.recipe.frozen)
         if self.recipe.scripted is None:
-            self.seat = trained_seat(config, self.seat.policy, self.name)
+            version, self.seat = self.seat.version, trained_seat(config, self.seat.policy, self.name)
+            self.seat.version = version

@@ -13,11 +13,15 @@ actor holding every learner of the team (``marl.learners.Learners``, with LoRA a
 Ray layout: one placement group per learning team (verl/MARTI), bundle 0 its learner, and the
 rollout workers' bundles in the first team's group; each bundle asks for the CPUs and (fractional)
 GPUs the config declares; ``PACK`` colocates a group on as few nodes as possible, ``SPREAD``
-spreads it. A worker that dies mid-iteration is restarted by Ray (``max_restarts``) and its
-unfinished share of the matches is played again by another worker: every match's randomness
-derives from its seed, so the replay is the same match and the iteration completes with no lost
-and no duplicated episodes. A learner actor that dies loses its state: the trainer rewinds to
-its last checkpoint (``LearnerLost``).
+spreads it. Matches go to the workers in batches, each to whichever worker frees up first
+(``marl.dispatch``); a worker that dies mid-iteration is restarted by Ray (``max_restarts``) and
+its unfinished batch is played again by another worker: every match's randomness derives from
+its seed, so the replay is the same match and the iteration completes with no lost and no
+duplicated episodes. A learner actor that dies loses its state: the trainer rewinds to its last
+checkpoint (``LearnerLost``).
+
+Async training submits ``Job``s — plans with every player's state as it was when they were made
+— and collects their episodes later; the local pool then plays them on a thread of its own.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ import math
 import os
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from marl.dispatch import Queue, Ticket
 from marl.episode import Episode
 from marl.learner import TrainSample
 from marl.learners import Learners, LearnerSpec, Weights
@@ -62,6 +68,11 @@ class PoolConfig(BaseModel):
         None, ge=0, description="GPUs of a local Ray (default: the machine's); logical ones schedule on a CPU box"
     )
     rollout_workers: int = Field(2, ge=1, description="rollout actors sharing each iteration's matches")
+    batch_matches: int = Field(
+        0, ge=0,
+        description="matches handed to a rollout worker at a time, the next batch to whichever worker frees up first "
+        "(ROLL Flash's queue scheduling: a slow worker or a long match stalls no one); 0 = two batches per worker",
+    )  # fmt: skip
     rollout: Resources = Field(Resources(), description="per rollout worker")
     learner: Resources = Field(Resources(), description="per learner (one per trained role)")
     strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
@@ -100,8 +111,20 @@ def _names(plans: Sequence[MatchPlan]) -> set[str]:
     return {name for p in plans for name in p.seats.values()}
 
 
+Roster = dict[str, tuple[Recipe, int, Any, int]]  # player -> recipe, state version, state, weight version
+
+
+class Job(NamedTuple):
+    """Matches to play with the players as they were when the job was made: what a job needs to be
+    played anywhere, later, or again after a crash (an async run's checkpoint keeps its jobs)."""
+
+    plans: list[MatchPlan]
+    roster: Roster
+
+
 class RolloutWorker:
-    """Plays plans with players it builds itself from their recipes. A plain class: a Ray actor in ``RayPool``."""
+    """Plays plans with players it builds itself from their recipes: in a Ray actor
+    (``RayPool``), or on a thread of this process (``LocalPool`` in async training)."""
 
     def __init__(self, concurrency: int):
         self.engine = RolloutEngine(concurrency=concurrency)
@@ -110,21 +133,27 @@ class RolloutWorker:
         self.recipes: dict[str, Recipe] = {}
         self.versions: dict[str, int] = {}
 
-    def play(self, plans: Sequence[MatchPlan], roster: dict[str, tuple[Recipe, int, Any]]) -> list[dict]:
-        """Episodes as records. ``roster``: each player's recipe, state version and state (an
-        object ref), loaded first where this worker holds another version."""
-        import ray
+    def _fetch(self, state: Any) -> Any:
+        return state
 
+    def episodes(self, plans: Sequence[MatchPlan], roster: Roster) -> list[Episode]:
+        """``plans`` played. ``roster``: each player's recipe, state version, state (or an object
+        ref to it) and weight version; the state is loaded where this worker holds another."""
         for name in [n for n in self.seats if n not in roster and self.recipes[n].frozen]:
             self._drop(name)  # a snapshot nobody plays now: its memory goes
-        for name, (recipe, version, state) in roster.items():
+        for name, (recipe, version, state, weights) in roster.items():
             if self.recipes.get(name) != recipe:  # new, or retuned (PBT): built again from its recipe
                 self._drop(name)
                 self.seats[name], self.recipes[name] = build_seat(recipe, self.bases), recipe
             if self.versions.get(name) != version:
-                load_player_state(self.seats[name], ray.get(state))
+                load_player_state(self.seats[name], self._fetch(state))
                 self.versions[name] = version
-        return [e.model_dump() for e in self.engine.play(resolve(plans, self.seats))]
+            self.seats[name].version = weights
+        return self.engine.play(resolve(plans, self.seats))
+
+    def play(self, plans: Sequence[MatchPlan], roster: Roster) -> list[dict]:
+        """``episodes`` as records, to leave a Ray actor."""
+        return [e.model_dump() for e in self.episodes(plans, roster)]
 
     def _drop(self, name: str) -> None:
         if name in self.seats:
@@ -134,6 +163,15 @@ class RolloutWorker:
 
     def placement(self) -> dict[str, Any]:
         return {**_placement(), "weights_version": dict(self.versions)}
+
+
+class RayRolloutWorker(RolloutWorker):
+    """A rollout worker in a Ray actor: states arrive as object refs, fetched only when new."""
+
+    def _fetch(self, state: Any) -> Any:
+        import ray
+
+        return ray.get(state)
 
 
 class BuiltLearners(Learners):
@@ -158,17 +196,59 @@ class TeamLearners(NamedTuple):
     teachers: dict[str, Recipe] = {}
 
 
+class Captured:
+    """Each player's state as a job takes it, copied once per version (a snapshot that every
+    iteration plays is copied once, not every iteration)."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, tuple[int, Any]] = {}  # player -> the version copied, and its state
+
+    def roster(self, names: set[str], players: Mapping[str, Player]) -> Roster:
+        self.states = {n: s for n, s in self.states.items() if n in names}
+        for name in names:
+            player = players[name]
+            if self.states.get(name, (None,))[0] != player.version:
+                self.states[name] = (player.version, player_state(player.seat))
+        return {name: (players[name].recipe, *self.states[name], players[name].seat.version) for name in sorted(names)}
+
+    def clear(self) -> None:
+        self.states.clear()
+
+
 class LocalPool:
-    """Everything in this process: the learners update the very models the engine plays with."""
+    """Everything in this process: in sync training the learners update the very models the
+    engine plays with. Submitted jobs (async training) are played on a thread of their own, by a
+    worker holding its own copies of the players, so the learners train meanwhile; torch's
+    kernels release the GIL, so the two overlap."""
 
     def __init__(self, concurrency: int):
         self.engine = RolloutEngine(concurrency=concurrency)
+        self.concurrency = concurrency
+        self.captured = Captured()
+        self.thread: ThreadPoolExecutor | None = None  # one thread: jobs are played in the order given
+        self.worker: RolloutWorker | None = None
 
     def play(self, plans: Sequence[MatchPlan], players: Mapping[str, Player]) -> list[Episode]:
         return self.engine.play(resolve(plans, {name: players[name].seat for name in _names(plans)}))
 
+    def submit(self, job: Job) -> Future:
+        if self.thread is None:
+            self.thread, self.worker = ThreadPoolExecutor(1, thread_name_prefix="coevo-rollout"), RolloutWorker(self.concurrency)
+        return self.thread.submit(self.worker.episodes, job.plans, job.roster)
+
+    def collect(self, ticket: Future) -> list[Episode]:
+        return ticket.result()
+
+    def drop(self, ticket: Future) -> None:
+        ticket.cancel()  # one already playing finishes, unread
+
+    def forget(self) -> None:
+        """Copy every player's state again (after a rewind, versions may repeat with other weights)."""
+        self.captured.clear()
+
     def close(self) -> None:
-        pass
+        if self.thread is not None:
+            self.thread.shutdown(wait=True, cancel_futures=True)
 
 
 class LearnerLost(RuntimeError):
@@ -255,7 +335,7 @@ class RayPool:
             }  # fmt: skip
 
         self.workers = [
-            ray.remote(RolloutWorker).options(**place(config.rollout, 0, first + i)).remote(concurrency)
+            ray.remote(RayRolloutWorker).options(**place(config.rollout, 0, first + i)).remote(concurrency)
             for i in range(config.rollout_workers)
         ]
         self.actors = {
@@ -263,43 +343,41 @@ class RayPool:
             for g, team in enumerate(teams)
         }
         self.learners = {team: RemoteLearners(actor) for team, actor in self.actors.items()}
-        self.states: dict[str, tuple[int, Any]] = {}  # member -> the version shipped, and its object ref
+        self.captured = Captured()
+        self.refs: dict[tuple[str, int], Any] = {}  # (player, state version) -> its state in the object store
+        self.queue = Queue(self.workers, config.rollout_workers * (config.max_restarts + 1))
 
-    def _roster(self, names: set[str], players: Mapping[str, Player]) -> dict[str, tuple[Recipe, int, Any]]:
-        """Each player's recipe, version and state ref, the state put in the object store once per version."""
+    def _shipped(self, roster: Roster) -> Roster:
+        """The roster with each state in the object store, put there once per version."""
         import ray
 
-        self.states = {n: s for n, s in self.states.items() if n in names}  # the object store frees the rest
-        for name in names:
-            player = players[name]
-            if self.states.get(name, (None,))[0] != player.version:
-                self.states[name] = (player.version, ray.put(player_state(player.seat)))
-        return {name: (players[name].recipe, *self.states[name]) for name in names}
+        for name, (_, version, state, _) in roster.items():
+            if (name, version) not in self.refs:
+                self.refs[name, version] = ray.put(state)
+        live = {(n, v) for t in self.queue.pending() for n, (_, v, _, _) in t.roster.items()} | {(n, v) for n, (_, v, _, _) in roster.items()}
+        self.refs = {key: ref for key, ref in self.refs.items() if key in live}  # the object store frees the rest
+        return {name: (recipe, version, self.refs[name, version], weights) for name, (recipe, version, _, weights) in roster.items()}
+
+    def submit(self, job: Job) -> Ticket:
+        """Queue the job's matches in batches (``batch_matches``); workers take them as they free up."""
+        n = len(job.plans)
+        size = self.config.batch_matches or math.ceil(n / (2 * len(self.workers)))
+        return self.queue.put(job.plans, self._shipped(job.roster), math.ceil(n / max(size, 1)))
+
+    def collect(self, ticket: Ticket) -> list[Episode]:
+        return [Episode.model_validate(r) for r in self.queue.wait(ticket)]
+
+    def drop(self, ticket: Ticket) -> None:
+        self.queue.drop(ticket)
+
+    def forget(self) -> None:
+        """Copy and ship every player's state again (after a rewind, versions may repeat with other weights)."""
+        self.captured.clear()
+        self.refs.clear()
 
     def play(self, plans: Sequence[MatchPlan], players: Mapping[str, Player]) -> list[Episode]:
-        """Split the plans over the workers; a share whose worker dies is played again by the next."""
-        import ray
-        from ray.exceptions import ActorUnavailableError, RayActorError
-
-        n = len(self.workers)
-        roster = self._roster(_names(plans), players)
-        shares = [list(plans[i::n]) for i in range(n)]  # interleaved: long and short matches mix
-        pending = {self.workers[i].play.remote(share, roster): (i, 0) for i, share in enumerate(shares) if share}
-        done: dict[int, list[dict]] = {}
-        while pending:
-            [ref], _ = ray.wait(list(pending), num_returns=1)
-            share, tries = pending.pop(ref)
-            try:
-                done[share] = ray.get(ref)
-            except (RayActorError, ActorUnavailableError):  # died, or restarting: the share is lost either way
-                if tries >= n * (self.config.max_restarts + 1):
-                    raise
-                worker = self.workers[(share + tries + 1) % n]
-                pending[worker.play.remote(shares[share], roster)] = (share, tries + 1)
-        records: list[dict] = [None] * len(plans)  # type: ignore[list-item]
-        for share, episodes in done.items():
-            records[share::n] = episodes
-        return [Episode.model_validate(r) for r in records]
+        """Play the plans now, with the players as they are."""
+        return self.collect(self.submit(Job(list(plans), self.captured.roster(_names(plans), players))))
 
     def placements(self) -> dict[str, Any]:
         """Each actor's process, resources and placement group, and the groups' bundles, as Ray reports them."""
@@ -317,6 +395,7 @@ class RayPool:
         import ray
         from ray.util.placement_group import remove_placement_group
 
+        self.queue.close()
         for actor in [*self.workers, *self.actors.values()]:
             ray.kill(actor, no_restart=True)
         for group in self.groups:

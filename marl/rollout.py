@@ -49,6 +49,7 @@ class SeatSpec:
     compact: bool = False  # compact prompts (roles.seat.SeatRole): plain-text state, bare moves
     parse: Literal["strict", "lenient"] = "strict"  # lenient: output naming exactly one move is read as it
     max_output_chars: int = ACTION_MAX_CHARS  # longer output is cut to this before it is parsed
+    version: int = 0  # the learner updates its weights have had, recorded on every turn it plays
 
 
 @dataclass
@@ -86,9 +87,12 @@ def choice_probabilities(scored: list[Response], temperature: float) -> np.ndarr
     return weights / weights.sum()
 
 
-def choose(scored: list[Response], temperature: float, rng: np.random.Generator) -> int:
+def choose(scored: list[Response], temperature: float, rng: np.random.Generator) -> tuple[int, float]:
+    """The candidate drawn, and its log-prob under the distribution it was drawn from (what an
+    off-policy correction divides by)."""
     probs = choice_probabilities(scored, temperature)
-    return int(np.argmax(probs)) if temperature == 0 else int(rng.choice(len(probs), p=probs))
+    pick = int(np.argmax(probs)) if temperature == 0 else int(rng.choice(len(probs), p=probs))
+    return pick, float(np.log(probs[pick]))
 
 
 class _Live:
@@ -155,7 +159,7 @@ class _Live:
             index=len(self.turns), seat=self.agent, role=self.agent, member=self.seat.member,
             observation=request.shown, prompt_ids=response.prompt_ids,
             completion_ids=response.completion_ids, logprobs=response.logprobs, text=response.text,
-            attempt=self.attempt, mode=self.seat.mode, tag=self.env.turn_tag() if hasattr(self.env, "turn_tag") else "",
+            attempt=self.attempt, mode=self.seat.mode, version=self.seat.version, tag=self.env.turn_tag() if hasattr(self.env, "turn_tag") else "",
             **outcome,
         )  # fmt: skip
         self.turns.append(turn)
@@ -171,8 +175,8 @@ class _Live:
 
     def play_choice(self, request: Request, scored: list[Response]) -> Turn:
         legal = self.env.legal_moves(self.agent)
-        pick = choose(scored, self.seat.sampling.temperature, self.rng)
-        choice = {"candidate_ids": [s.completion_ids for s in scored], "choice": pick}
+        pick, logprob = choose(scored, self.seat.sampling.temperature, self.rng)
+        choice = {"candidate_ids": [s.completion_ids for s in scored], "choice": pick, "choice_logprob": logprob}
         return self._play(request, scored[pick], legal[pick], **choice)
 
     def _play(self, request: Request, response: Response, move: str, **outcome: Any) -> Turn:

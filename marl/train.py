@@ -45,6 +45,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 from dataclasses import replace
 from pathlib import Path
 
@@ -54,14 +55,14 @@ import tomli_w
 import torch
 
 from marl.config import TrainConfig
-from marl.episode import Episode, write_jsonl
+from marl.episode import Episode, Turn, write_jsonl
 from marl.estimators import ESTIMATORS, Credited
 from marl.evaluators import EVALUATIONS, MEASURES, Opponents, prefix, strategy_of
 from marl.learner import TrainSample, load_weights, trainable_weights
 from marl.learners import Learners
 from marl.members import Member
 from marl.planners import PopulationPlan, SelfPlay
-from marl.pools import LearnerLost, LocalPool, RayPool, TeamLearners
+from marl.pools import Job, LearnerLost, LocalPool, RayPool, TeamLearners
 from marl.credit import anneal, task_filter
 from marl.roster import FORGE, build_roster, initial_hparams, optim_settings
 from marl.rundir import OldCheckpoint, RunLock, save_tensors, write_text
@@ -87,6 +88,7 @@ class Trainer:
         self.members: dict[str, Member] = self.roster.members
         self.planner = self._planner()
         self.pool, self.learners = self._pool()
+        self.inflight: dict[int, tuple[Job, int, Any]] = {}  # async: iteration -> its job, training matches, pool ticket
         self.engine = self.pool.engine if isinstance(self.pool, LocalPool) else LocalPool(config.rollout.concurrency).engine
         self.snapshots = Snapshots(self.run_dir, self.bases)
         self.evolution = None
@@ -156,18 +158,40 @@ class Trainer:
         """Everyone in this iteration's matches: live members, and snapshots loaded as players."""
         return {n: self.members[n] if n in self.members else self.snapshots.player(n, names) for n in names}
 
-    def step(self, iteration: int) -> dict:
+    def play(self, iteration: int) -> tuple[list[Episode], int]:
+        """The iteration's episodes, and how many of them (the first) are training matches (the
+        rest only rate). Sync: played now. Async: played ahead (``_submit``) and collected now."""
+        if self.config.train.mode == "sync":
+            plans, extra = self.planner.plan(iteration)
+            return self.pool.play(plans + extra, self.players({n for p in plans + extra for n in p.seats.values()})), len(plans)
+        for ahead in range(iteration, min(iteration + self.config.train.max_staleness, self.config.iterations) + 1):
+            if ahead not in self.inflight:
+                self._submit(ahead)
+        job, training, ticket = self.inflight.pop(iteration)
+        return self.pool.collect(ticket), training
+
+    def _submit(self, iteration: int) -> None:
+        """Plan ``iteration`` and hand its matches to the pool with every player's weights as they
+        are now: the newest, at most ``max_staleness`` updates behind the ones that will learn from them."""
         plans, extra = self.planner.plan(iteration)
+        names = {n for p in plans + extra for n in p.seats.values()}
+        job = Job(plans + extra, self.pool.captured.roster(names, self.players(names)))
+        self.inflight[iteration] = (job, len(plans), self.pool.submit(job))
+
+    def step(self, iteration: int) -> dict:
         start = time.perf_counter()
-        episodes = self.pool.play(plans + extra, self.players({n for p in plans + extra for n in p.seats.values()}))
+        episodes, n_training = self.play(iteration)
         rollout_time = time.perf_counter() - start
-        training = episodes[: len(plans)]
+        training = episodes[:n_training]
         metrics = self.observe(episodes, training)
         for member in self.members.values():
             if self._learns(member):
                 metrics.update(self.learn(member, training, iteration))
         trained = sum(len(t.completion_ids) for e in training for t in e.turns if t.member in self.roster.specs)
-        metrics["perf/rollout_tokens_per_s"] = trained / max(rollout_time, 1e-9)
+        if self.config.train.mode == "sync":
+            metrics["perf/rollout_tokens_per_s"] = trained / max(rollout_time, 1e-9)
+        else:  # the rollouts ran while the last update did: what is left is the time the learners waited
+            metrics["perf/rollout_wait_s"] = rollout_time
         write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
         if isinstance(self.planner, RolePopulations):
             for name in self.planner.due(iteration):
@@ -219,15 +243,18 @@ class Trainer:
         turns = [self._credit(member, ep, t) for ep in kept for t in ep.turns if t.member == member.name and t.completion_ids]
         if not turns:
             return {}
+        staleness = [member.seat.version - c.turn.version for c in turns]
+        if max(staleness) > self.config.train.max_staleness * (self.config.train.mode == "async"):
+            raise RuntimeError(f"{member.name}: a turn {max(staleness)} updates stale reached its learner (train.max_staleness = {self.config.train.max_staleness})")
         advantages, clip_high = ESTIMATORS[member.estimator](
             turns, member.baselines, self.config.advantage.ema_decay, self.config.optim.clip_eps
         )
         batch = [
             TrainSample(
                 c.turn.prompt_ids, c.turn.completion_ids, float(a), member.adapter, c.turn.candidate_ids or None,
-                c.turn.choice, member.temperature or 1.0, high,
+                c.turn.choice, member.temperature or 1.0, high, _behaviour(c.turn) if stale else None,
             )  # fmt: skip
-            for c, a, high in zip(turns, advantages, clip_high)
+            for c, a, high, stale in zip(turns, advantages, clip_high, staleness)
         ]
         learners = self.learners[member.role]
         if rc is not None and rc.kickstart_final is not None:
@@ -240,7 +267,10 @@ class Trainer:
         if remote:  # the learner is elsewhere: bring this process's copy up to date
             load_weights(member.policy.model, learners.weights(member.name), member.adapter)
         member.version += 1
+        member.seat.version += 1
         stats.update(self._turn_metrics(member, kept, turns, advantages))
+        if self.config.train.mode == "async":
+            stats.update({"async/staleness_mean": float(np.mean(staleness)), "async/staleness_max": float(max(staleness))})
         return {f"{prefix(member.name)}{k}": v for k, v in stats.items()}
 
     def _credit(self, member: Member, ep: Episode, t) -> Credited:
@@ -286,6 +316,7 @@ class Trainer:
         """What the run's first event says about it."""
         info = {
             "model": self.config.model, "mode": self.config.mode, "matches_per_iteration": self.config.rollout.matches,
+            "schedule": self.config.train.mode, "max_staleness": self.config.train.max_staleness,
             "games": self.config.games, "members": {n: m.recipe.scripted or m.recipe.config.model for n, m in self.members.items()},
             "trainable_parameters": {
                 n: sum(p.numel() for p in trainable_weights(self.members[n].policy.model, self.members[n].adapter).values())
@@ -316,9 +347,13 @@ class Trainer:
     def _checkpoint_state(self) -> tuple[dict, dict]:
         """What a checkpoint holds: tensors (``state.pt``) and JSON (``state.json``)."""
         learners = {team: group.state() for team, group in self.learners.items()}  # weights, optimiser, schedule, magnet
-        tensors = {"learners": learners, "past": self.evaluation.state() if isinstance(self.evaluation, Opponents) else []}
+        tensors = {
+            "learners": learners, "past": self.evaluation.state() if isinstance(self.evaluation, Opponents) else [],
+            "inflight": {i: (job, training) for i, (job, training, _) in self.inflight.items()},  # async: replayed on resume
+        }  # fmt: skip
         meta = {
             "baselines": {n: _pairs(m.baselines) for n, m in self.members.items()},
+            "weight_versions": {n: m.seat.version for n, m in self.members.items()},
             "scripted": {n: m.scripted.state_dict() for n, m in self.members.items() if m.scripted is not None},
         }  # fmt: skip
         if self.evolution is not None:
@@ -363,8 +398,12 @@ class Trainer:
             member.version += 1
         if isinstance(self.evaluation, Opponents):
             self.evaluation.load_state(tensors["past"])
-        if isinstance(self.pool, RayPool):  # a snapshot made again after a rewind is shipped again
-            self.pool.states.clear()
+        for name, member in self.members.items():
+            member.seat.version = meta["weight_versions"][name]
+        self.pool.forget()  # a snapshot made again after a rewind is shipped again
+        for _, _, ticket in self.inflight.values():  # rewound: what was played ahead is played again from the checkpoint
+            self.pool.drop(ticket)
+        self.inflight = {i: (job, training, self.pool.submit(job)) for i, (job, training) in sorted(tensors["inflight"].items())}
 
     def _drop_after(self, iteration: int) -> None:
         """Forget events and episode shards newer than the checkpoint we resume from, and the
@@ -437,6 +476,12 @@ class Trainer:
             stream.close()
             self.pool.close()
         return metrics
+
+
+def _behaviour(turn: Turn) -> list[float]:
+    """What a stale turn's correction divides by: the log-probs it was drawn with, per token, or
+    of its one forced choice."""
+    return [turn.choice_logprob] if turn.choice is not None else turn.logprobs
 
 
 def _pairs(baselines: dict[tuple[str, str], float]) -> list:
