@@ -378,6 +378,10 @@ class Trainer:
 
     def _restore(self, tensors: dict, meta: dict) -> None:
         hparams = {}
+        shipped: dict[str, int] = {}  # the newest state version of each player in the checkpoint's jobs (another process's numbers)
+        for job, _ in tensors.get("inflight", {}).values():  # none before async training
+            for name, (_, version, _, _) in job.roster.items():
+                shipped[name] = max(shipped.get(name, -1), version)
         if self.evolution is not None:
             self.evolution.load_state(meta["population"])
             hparams = {n: optim_settings(m.hparams) for n, m in self.population.members.items()}
@@ -395,15 +399,15 @@ class Trainer:
             member.baselines.update(_unpairs(meta["baselines"][name]))
             if name in meta["scripted"]:
                 member.scripted.load_state_dict(meta["scripted"][name])
-            member.version += 1
+            member.version = max(member.version, shipped.get(name, -1)) + 1  # a state version no worker has seen
         if isinstance(self.evaluation, Opponents):
             self.evaluation.load_state(tensors["past"])
         for name, member in self.members.items():
-            member.seat.version = meta["weight_versions"][name]
+            member.seat.version = meta.get("weight_versions", {}).get(name, 0)
         self.pool.forget()  # a snapshot made again after a rewind is shipped again
         for _, _, ticket in self.inflight.values():  # rewound: what was played ahead is played again from the checkpoint
             self.pool.drop(ticket)
-        self.inflight = {i: (job, training, self.pool.submit(job)) for i, (job, training) in sorted(tensors["inflight"].items())}
+        self.inflight = {i: (job, training, self.pool.submit(job)) for i, (job, training) in sorted(tensors.get("inflight", {}).items())}
 
     def _drop_after(self, iteration: int) -> None:
         """Forget events and episode shards newer than the checkpoint we resume from, and the
