@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -16,7 +15,8 @@ import pytest
 from marl.config import load_config
 from marl.learners import LearnerSpec
 from marl.members import Recipe, named_players
-from marl.pools import LocalPool, MatchPlan, PoolConfig, PoolDoesNotFit, RayPool, Resources, TeamLearners, _local_cpus
+from marl.dispatch import Queue
+from marl.pools import Job, LocalPool, MatchPlan, PoolConfig, PoolDoesNotFit, RayPool, Resources, TeamLearners, _local_cpus
 from marl.train import Trainer
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -91,24 +91,46 @@ def test_two_ray_workers_play_the_same_matches_as_the_local_pool(local_ray, name
 
 
 def test_a_worker_killed_mid_iteration_loses_and_duplicates_nothing(local_ray):
+    """Two jobs in the queue at once (an async run's iterations), a worker killed while both play."""
     players = named_players("kuhn_poker", ["tiny", "random"], "choose")
     plans = kuhn_plans(600)
-    pool = RayPool(PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5)), 8)
+    pool = RayPool(PoolConfig(kind="ray", rollout_workers=2, rollout=Resources(cpus=0.5), batch_matches=50), 8)
     try:
         victim = pool.placements()["actors"]["rollout_0"]["pid"]
-        result: dict = {}
-        playing = threading.Thread(target=lambda: result.update(episodes=pool.play(plans, players)))
-        playing.start()
-        time.sleep(1.0)  # the shares are being played
+        jobs = [Job(part, pool.captured.roster({"tiny", "random"}, players)) for part in (plans[:300], plans[300:])]
+        tickets = [pool.submit(job) for job in jobs]
+        time.sleep(1.0)  # the first batches are being played
         os.kill(victim, signal.SIGKILL)
-        playing.join(timeout=300)
-        episodes = result["episodes"]
+        episodes = [e for ticket in tickets for e in pool.collect(ticket)]
         assert [e.match_id for e in episodes] == [p.match_id for p in plans], "every match once, in order"
         assert _pid_once_restarted(pool) != victim, "Ray restarted the worker"
     finally:
         pool.close()
     local = LocalPool(8).play(plans, players)
     assert [transcript(e) for e in episodes] == [transcript(e) for e in local]
+
+
+class Clock:
+    """A stand-in rollout worker that takes ``delay`` seconds a batch and says who played it."""
+
+    def __init__(self, delay: float):
+        self.delay = delay
+
+    def play(self, plans, roster):
+        time.sleep(self.delay)
+        return [{"plan": p, "delay": self.delay} for p in plans]
+
+
+def test_batches_go_to_whichever_worker_frees_up(local_ray):
+    slow, fast = (ray.remote(Clock).options(num_cpus=0.25).remote(d) for d in (0.5, 0.01))
+    queue = Queue([slow, fast], max_tries=1)
+    try:
+        records = queue.wait(queue.put(list(range(40)), {}, batches=40))
+    finally:
+        queue.close()
+    assert [r["plan"] for r in records] == list(range(40)), "in the order of the plans"
+    by_slow = sum(r["delay"] == 0.5 for r in records)
+    assert 1 <= by_slow <= 8, f"the slow worker played {by_slow} of 40 batches; an even split up front gives it 20"
 
 
 def _pid_once_restarted(pool) -> int:
