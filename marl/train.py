@@ -45,9 +45,9 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import structlog
@@ -167,7 +167,7 @@ class Trainer:
         for ahead in range(iteration, min(iteration + self.config.train.max_staleness, self.config.iterations) + 1):
             if ahead not in self.inflight:
                 self._submit(ahead)
-        job, training, ticket = self.inflight.pop(iteration)
+        _, training, ticket = self.inflight.pop(iteration)
         return self.pool.collect(ticket), training
 
     def _submit(self, iteration: int) -> None:
@@ -243,9 +243,10 @@ class Trainer:
         turns = [self._credit(member, ep, t) for ep in kept for t in ep.turns if t.member == member.name and t.completion_ids]
         if not turns:
             return {}
-        staleness = [member.seat.version - c.turn.version for c in turns]
-        if max(staleness) > self.config.train.max_staleness * (self.config.train.mode == "async"):
-            raise RuntimeError(f"{member.name}: a turn {max(staleness)} updates stale reached its learner (train.max_staleness = {self.config.train.max_staleness})")
+        staleness = [member.seat.version - c.turn.version for c in turns]  # learner updates since each turn was played
+        bound = self.config.train.max_staleness if self.config.train.mode == "async" else 0
+        if max(staleness) > bound:  # our invariant: the schedule never lets this happen
+            raise RuntimeError(f"{member.name}: a turn {max(staleness)} updates stale reached its learner (bound: {bound})")
         advantages, clip_high = ESTIMATORS[member.estimator](
             turns, member.baselines, self.config.advantage.ema_decay, self.config.optim.clip_eps
         )

@@ -135,3 +135,24 @@ def test_the_gpu_script_runs_every_part_cpu_sized_and_prints_its_table_last():
     assert learning["mfu"]["learner"] > 0 and learning["ratio_vs_bare"] > 0
     assert len(kuhn["exploitability"]) == 2 and all(0 <= e <= 0.5 for e in kuhn["exploitability"])
     assert lines[-1].startswith("| kuhn_tiny |") and lines[-5].startswith("| figure |")
+
+
+def test_async_speed_reports_the_ratio_at_k2_and_the_staleness_it_ran_at():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "async_speed.py"), "--quick"], capture_output=True, text=True, check=True
+    )
+    row, summary = map(json.loads, done.stdout.strip().splitlines()[-2:])
+    assert row["workload"] == "kuhn" and row["sync"]["samples_per_s"] > 0 and row["sync"]["staleness"] == 0
+    assert row["async_k2"]["staleness"] == 2 and "ratio_vs_sync" in row["async_k2"]
+    assert summary["ratio_at_k2"] == {"kuhn": row["async_k2"]["ratio_vs_sync"]} and "met" in summary
+
+
+def test_learning_async_reports_both_schedules_and_the_sync_range():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "learning_async.py"), "--quick", "--seeds", "0", "1"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(report["sync"]["per_seed_final"]) == len(report["async_k2"]["per_seed_final"]) == 2
+    assert report["sync"]["mean_initial"] == report["async_k2"]["mean_initial"], "same seeds, same initial model"
+    assert report["sync_range"] == sorted(report["sync"]["per_seed_final"]) and "met" in report
