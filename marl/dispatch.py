@@ -54,13 +54,14 @@ class Queue:
         self.tickets: list[Ticket] = []
         self.cond = threading.Condition()
         self.closed = False
+        self.broken: BaseException | None = None  # what stopped the hand-out thread, if anything did
         self.thread = threading.Thread(target=self._serve, name="coevo-dispatch", daemon=True)
         self.thread.start()
 
     def put(self, plans: list, roster: dict[str, tuple], batches: int) -> Ticket:
         """Queue ``plans`` as ``batches`` interleaved batches (long and short matches mix)."""
         batches = max(1, min(batches, len(plans)))
-        ticket = Ticket(batches if plans else 0, roster)
+        ticket = Ticket(batches if plans else 0, roster, error=self.broken)
         with self.cond:
             self.tickets.append(ticket)
             self.waiting.extend(_Batch(ticket, b, plans[b::batches]) for b in range(ticket.batches))
@@ -98,7 +99,19 @@ class Queue:
         self.thread.join()
 
     def _serve(self) -> None:
-        """The hand-out loop: start waiting batches on idle workers, then take back finished ones."""
+        """Hand batches out until closed; should that fail, every job waiting on it fails with
+        the reason instead of waiting for ever."""
+        try:
+            self._hand_out()
+        except BaseException as err:
+            with self.cond:
+                self.broken = err
+                for ticket in self.tickets:
+                    ticket.error = ticket.error or err
+                self.cond.notify_all()
+
+    def _hand_out(self) -> None:
+        """Start waiting batches on idle workers, then take back finished ones."""
         import ray
 
         while True:

@@ -192,3 +192,21 @@ def test_a_lost_learner_rewinds_to_the_last_checkpoint(local_ray, tmp_path):
     assert [r["iteration"] for r in records if r["kind"] == "learner_lost"] == [2]
     shards = sorted(p.name for p in (tmp_path / "run" / "episodes").iterdir())
     assert shards == [f"iter_{i:06d}.jsonl" for i in range(1, 5)]
+
+
+class Broken:
+    """A stand-in whose handle cannot even send a call: the hand-out thread itself fails."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("no such worker")
+
+
+def test_a_failing_hand_out_fails_the_waiting_jobs_instead_of_hanging(local_ray):
+    queue = Queue([Broken()], max_tries=1)
+    try:
+        with pytest.raises(RuntimeError, match="no such worker"):
+            queue.wait(queue.put([1, 2], {}, batches=2))
+        with pytest.raises(RuntimeError, match="no such worker"):
+            queue.wait(queue.put([3], {}, batches=1))  # put after the thread stopped
+    finally:
+        queue.close()
