@@ -146,14 +146,17 @@ def _padded(by_sample: dict[int, torch.Tensor], chunk: Sequence[TrainSample], li
     return out
 
 
-def _behaviour(chunk: Sequence[TrainSample], old: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+def _behaviour(
+    chunk: Sequence[TrainSample], old: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The stale samples' behaviour log-probs laid out as ``mask`` (N, K) lays out their tokens
     (``old`` elsewhere), and which rows are stale (N,); (None, None) when every sample is fresh."""
     if all(s.behaviour is None for s in chunk):
         return None, None
     stale = torch.tensor([s.behaviour is not None for s in chunk], device=old.device)  # (N,)
     out = old.detach().clone()
-    out[mask & stale[:, None]] = torch.tensor([x for s in chunk if s.behaviour is not None for x in s.behaviour], dtype=old.dtype, device=old.device)
+    recorded = [x for s in chunk if s.behaviour is not None for x in s.behaviour]  # stale rows' real tokens, in order
+    out[mask & stale[:, None]] = torch.tensor(recorded, dtype=old.dtype, device=old.device)
     return out, stale
 
 

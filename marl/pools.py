@@ -354,9 +354,9 @@ class RayPool:
         for name, (_, version, state, _) in roster.items():
             if (name, version) not in self.refs:
                 self.refs[name, version] = ray.put(state)
-        live = {(n, v) for t in self.queue.pending() for n, (_, v, _, _) in t.roster.items()} | {(n, v) for n, (_, v, _, _) in roster.items()}
+        live = {(n, v) for r in [roster, *(t.roster for t in self.queue.pending())] for n, (_, v, _, _) in r.items()}
         self.refs = {key: ref for key, ref in self.refs.items() if key in live}  # the object store frees the rest
-        return {name: (recipe, version, self.refs[name, version], weights) for name, (recipe, version, _, weights) in roster.items()}
+        return {n: (recipe, v, self.refs[n, v], weights) for n, (recipe, v, _, weights) in roster.items()}
 
     def submit(self, job: Job) -> Ticket:
         """Queue the job's matches in batches (``batch_matches``); workers take them as they free up."""

@@ -159,7 +159,8 @@ class _Live:
             index=len(self.turns), seat=self.agent, role=self.agent, member=self.seat.member,
             observation=request.shown, prompt_ids=response.prompt_ids,
             completion_ids=response.completion_ids, logprobs=response.logprobs, text=response.text,
-            attempt=self.attempt, mode=self.seat.mode, version=self.seat.version, tag=self.env.turn_tag() if hasattr(self.env, "turn_tag") else "",
+            attempt=self.attempt, mode=self.seat.mode, version=self.seat.version,
+            tag=self.env.turn_tag() if hasattr(self.env, "turn_tag") else "",
             **outcome,
         )  # fmt: skip
         self.turns.append(turn)

@@ -379,7 +379,7 @@ class Trainer:
 
     def _restore(self, tensors: dict, meta: dict) -> None:
         hparams = {}
-        shipped: dict[str, int] = {}  # the newest state version of each player in the checkpoint's jobs (another process's numbers)
+        shipped: dict[str, int] = {}  # each player's newest state version in the checkpoint's jobs (another process's)
         for job, _ in tensors.get("inflight", {}).values():  # none before async training
             for name, (_, version, _, _) in job.roster.items():
                 shipped[name] = max(shipped.get(name, -1), version)
@@ -408,7 +408,8 @@ class Trainer:
         self.pool.forget()  # a snapshot made again after a rewind is shipped again
         for _, _, ticket in self.inflight.values():  # rewound: what was played ahead is played again from the checkpoint
             self.pool.drop(ticket)
-        self.inflight = {i: (job, training, self.pool.submit(job)) for i, (job, training) in sorted(tensors.get("inflight", {}).items())}
+        jobs = sorted(tensors.get("inflight", {}).items())
+        self.inflight = {i: (job, training, self.pool.submit(job)) for i, (job, training) in jobs}
 
     def _drop_after(self, iteration: int) -> None:
         """Forget events and episode shards newer than the checkpoint we resume from, and the
