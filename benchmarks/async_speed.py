@@ -37,7 +37,8 @@ WORKLOADS = {  # name -> (example, overrides)
         "kuhn_tiny.toml",
         [
             "mode='generate'", "rollout.compact_prompts=false", "rollout.matches=32", "rollout.max_new_tokens=32",
-            "rollout.invalid='random_legal'", "optim.epochs=1", "optim.kl_coef=0",
+            "rollout.invalid='random_legal'", "optim.epochs=1", "optim.kl_coef=0", "games:={tictactoe=1.0}",
+            "eval.opponents=['random']",
         ],
     ),
     "smollm2": (  # 3 iterations (2 timed): one learner update takes about half a minute on one core
@@ -45,16 +46,12 @@ WORKLOADS = {  # name -> (example, overrides)
         ["model='smollm2-135m'", "lora.r=8", "rollout.matches=32", "optim.lr=1e-4", "optim.micro_batch=16", "iterations=3"],
     ),
 }
-GAMES = {"tictactoe": {"games": {"tictactoe": 1.0}, "eval": {"every": 0, "opponents": ["random"]}}}  # on another game than their example's
 
 
 def config_for(workload: str, schedule: list[str], iterations: int, matches: int | None) -> TrainConfig:
     example, overrides = WORKLOADS[workload]
     extra = [f"rollout.matches={matches}"] if matches else []
-    config = load_config(EXAMPLES / example, [*POOL, *schedule, f"iterations={iterations}", *overrides, *extra])
-    if workload in GAMES:  # `extends` and --set merge tables: a new game replaces the example's here
-        config = TrainConfig.model_validate({**config.model_dump(), **GAMES[workload]})
-    return config
+    return load_config(EXAMPLES / example, [*POOL, *schedule, f"iterations={iterations}", *overrides, *extra])
 
 
 def samples_per_s(config: TrainConfig) -> dict:

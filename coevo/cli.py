@@ -24,7 +24,7 @@ from analysis.printable import printable
 from analysis.run_state import RUN_FILES, checkpoint_iteration, is_run_dir
 from coevo.errors import OneLineErrors, write_failure
 from coevo.transcript import TranscriptPrinter
-from marl.config import ConfigError
+from marl.config import ConfigError, to_toml
 from marl.episode import Turn
 from marl.players import is_model, make_player
 from marl.policy import Policy, Sampling
@@ -416,6 +416,23 @@ def config_schema() -> None:
     """Print the JSON schema of a run config (every table, field, default and description), for
     editors and for configs written by programs."""
     typer.echo(json.dumps(RunConfig.model_json_schema(), indent=2))
+
+
+@config_app.command("show")
+def config_show(
+    config: Annotated[Path, typer.Argument(help="TOML config, e.g. examples/kuhn_tiny_async.toml.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a value: KEY=VALUE (KEY:=VALUE replaces a table), as coevo train takes it."),
+    ] = None,
+) -> None:
+    """Print the config as a run would use it: what it ``extends`` merged in, ``--set`` applied,
+    every default filled in, as TOML."""
+    try:
+        resolved = load_run_config(config, overrides or [])
+    except ConfigError as err:
+        _fail(f"config error: {err}")
+    typer.echo(to_toml(resolved), nl=False)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 error is reported as one line naming the field (``ConfigError``).
 
 A config may start from another (``extends = "kuhn_tiny.toml"``, relative to it) and change only
-what differs, as ablations do; ``coevo train --set optim.lr=1e-3`` changes one value at launch."""
+what differs, as ablations do; ``coevo train --set optim.lr=1e-3`` changes one value at launch.
+Both merge tables key by key; ``replace`` and ``:=`` replace a table whole (``FILE_KEYS``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import games
@@ -21,6 +23,20 @@ from marl.learner import OptimConfig
 from marl.players import MODELS, check_hf_model
 from marl.pools import PoolConfig
 from roles.seat import InvalidMoves
+
+
+FILE_KEYS = {  # keys of a config file that are not config values: how files compose, as the schema documents them
+    "extends": {
+        "type": "string",
+        "description": "start from this config (a path relative to this file): its tables are merged key by key with this "
+        "file's, this file's values winning",
+    },
+    "replace": {
+        "type": "array", "items": {"type": "string"},
+        "description": "dotted names of tables this file replaces whole instead of merging into the extended config's "
+        "(e.g. ['games'] for a single-game config from a mixture); on the command line: --set games:={tictactoe=1.0}",
+    },
+}  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -109,7 +125,19 @@ class ScheduleConfig(Strict):
     )  # fmt: skip
 
 
+def _documents_file_keys(schema: dict) -> None:
+    """The schema of a config *file*: its values, and how files compose (``FILE_KEYS``)."""
+    schema["properties"].update(FILE_KEYS)
+    schema["description"] = (
+        "A run config. Files compose: 'extends' names a config to start from, whose tables are merged key by key "
+        "with this file's (this file's values win); 'replace' lists tables this file replaces whole. --set KEY=VALUE "
+        "merges the same way; --set KEY:=VALUE replaces."
+    )
+
+
 class TrainConfig(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_documents_file_keys)
+
     seed: int = Field(0, description="root seed: matches, sampling and initialisation derive from it")
     iterations: int = Field(100, ge=1, description="training iterations (SPIRAL: 400)")
     model: str = Field("tiny", description="tiny | smollm2-135m | hf:<path>")
@@ -230,19 +258,41 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> dict:
         raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); TOML files are UTF-8, so save it as UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    base = data.pop("extends", None)
+    base, replaced = data.pop("extends", None), data.pop("replace", [])
+    if not isinstance(replaced, list) or not all(isinstance(key, str) and key for key in replaced):
+        raise ConfigError(f"{path}: replace: give a list of table names, e.g. replace = [\"games\"]")
     if base is None:
         return data
     if not isinstance(base, str):
         raise ConfigError(f"{path}: extends: give the path of another config, as a string")
-    return _merge(_read(path.parent / base, (*seen, path.resolve())), data)
+    inherited = _read(path.parent / base, (*seen, path.resolve()))
+    for key in replaced:
+        inherited = _without(inherited, key.split("."))
+    return _merge(inherited, data)
+
+
+def _without(data: dict, key: list[str]) -> dict:
+    """``data`` less the value at the dotted ``key`` (a table this file replaces), if it is there."""
+    head, *rest = key
+    if head not in data:
+        return data
+    out = dict(data)
+    if rest and isinstance(out[head], dict):
+        out[head] = _without(out[head], rest)
+    elif not rest:
+        del out[head]
+    return out
 
 
 def _override(data: dict, item: str) -> dict:
-    """``KEY=VALUE`` with a dotted key (``optim.lr=1e-3``); the value is read as TOML, else as a string."""
+    """``KEY=VALUE`` with a dotted key (``optim.lr=1e-3``); the value is read as TOML, else as a
+    string. ``KEY:=VALUE`` replaces a table whole instead of merging into it."""
     key, sep, raw = item.partition("=")
+    if key.endswith(":"):
+        key = key[:-1]
+        data = _without(data, key.strip().split("."))
     if not sep or not key.strip():
-        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. optim.lr=1e-3")
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. optim.lr=1e-3 (or KEY:=VALUE to replace a table)")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -250,6 +300,11 @@ def _override(data: dict, item: str) -> dict:
     for part in reversed(key.strip().split(".")):
         value = {part: value}
     return _merge(data, value)
+
+
+def to_toml(config: TrainConfig) -> str:
+    """The config as a TOML file that loads back to it (a run directory's ``config.toml``)."""
+    return tomli_w.dumps(config.model_dump(mode="json", exclude_none=True))
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = (), schema: type[TrainConfig] = TrainConfig) -> TrainConfig:

@@ -51,10 +51,9 @@ from typing import Any
 
 import numpy as np
 import structlog
-import tomli_w
 import torch
 
-from marl.config import TrainConfig
+from marl.config import TrainConfig, to_toml
 from marl.episode import Episode, Turn, write_jsonl
 from marl.estimators import ESTIMATORS, Credited
 from marl.evaluators import EVALUATIONS, MEASURES, Opponents, prefix, strategy_of
@@ -443,7 +442,7 @@ class Trainer:
         fresh = not (resume and (self.run_dir / "checkpoints" / "latest").exists())
         if fresh:  # a new run, or one killed before its first checkpoint: made again from the start
             self._drop_after(-1)
-            write_text(self.run_dir / "config.toml", tomli_w.dumps(self.given.model_dump(mode="json", exclude_none=True)))
+            write_text(self.run_dir / "config.toml", to_toml(self.given))
         else:
             self._drop_after(self.load_checkpoint())
         stream, log = self._events()

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import jsonschema
@@ -16,6 +17,7 @@ from coevo.cli import app
 from marl.config import _read
 from marl.episode import Episode
 from marl.rundir import RunDirBusy
+from populations.config import RunConfig, load_run_config
 
 runner = CliRunner()
 
@@ -488,3 +490,19 @@ def test_config_schema_describes_every_example_and_refuses_an_unknown_field():
     assert schema["properties"]["roles"]["anyOf"][0]["additionalProperties"]["$ref"].endswith("RoleConfig")
     with pytest.raises(jsonschema.ValidationError, match="lora_rank"):
         jsonschema.validate({**_read(EXAMPLES / "kuhn_tiny.toml"), "lora_rank": 8}, schema)
+    raw = tomllib.loads((EXAMPLES / "kuhn_tiny_async.toml").read_text())  # as written: extends, and replace documented
+    jsonschema.validate({**raw, "replace": ["games"]}, schema)
+    assert "whole" in schema["properties"]["replace"]["description"]
+    assert "extends" in schema["description"] and "replace" in schema["description"]
+
+
+def test_config_show_prints_the_resolved_config_that_loads_back():
+    result = runner.invoke(app, ["config", "show", str(EXAMPLES / "kuhn_tiny_async.toml"), "--set", "games:={tictactoe=1.0}",
+                                 "--set", "eval.opponents=['random']"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    shown = tomllib.loads(result.output)
+    assert shown["train"] == {"mode": "async", "max_staleness": 2} and shown["games"] == {"tictactoe": 1.0}
+    assert shown["optim"]["kl_coef"] == 0.5, "the extended example's values, merged in"
+    assert RunConfig.model_validate(shown) == load_run_config(EXAMPLES / "kuhn_tiny_async.toml", ["games:={tictactoe=1.0}", "eval.opponents=['random']"])
+    bad = runner.invoke(app, ["config", "show", str(EXAMPLES / "kuhn_tiny.toml"), "--set", "optim.lr=fast"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "optim.lr" in bad.output

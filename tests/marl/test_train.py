@@ -90,6 +90,20 @@ def test_bad_overrides_are_one_line_naming_the_field(tmp_path, overrides, field)
     assert result.exit_code == 2 and "config error" in result.output
 
 
+def test_a_config_replaces_a_table_it_extends_in_the_file_and_with_set(tmp_path):
+    """``extends`` merges tables, so a parent's game mixture survives a child's [games]; ``replace``
+    (in the file) and ``:=`` (on the command line) replace the table whole."""
+    write(tmp_path, "[games]\nkuhn_poker = 1.0\ntictactoe = 1.0\n[eval]\nopponents = ['random']", "mix.toml")
+    merged = load_config(write(tmp_path, 'extends = "mix.toml"\n[games]\nleduc_holdem = 1.0', "merged.toml"))
+    assert merged.games == {"kuhn_poker": 1.0, "tictactoe": 1.0, "leduc_holdem": 1.0}
+    single = load_config(write(tmp_path, 'extends = "mix.toml"\nreplace = ["games"]\n[games]\nleduc_holdem = 1.0', "single.toml"))
+    assert single.games == {"leduc_holdem": 1.0}
+    assert load_config(tmp_path / "mix.toml", ["games:={tictactoe=1.0}"]).games == {"tictactoe": 1.0}
+    assert load_config(tmp_path / "mix.toml", ["games={leduc_holdem=1.0}"]).games == {"kuhn_poker": 1.0, "tictactoe": 1.0, "leduc_holdem": 1.0}
+    with pytest.raises(ConfigError, match="replace: give a list of table names"):
+        load_config(write(tmp_path, 'extends = "mix.toml"\nreplace = "games"', "bad.toml"))
+
+
 def test_extends_loops_are_refused(tmp_path):
     write(tmp_path, 'extends = "b.toml"', "a.toml")
     write(tmp_path, 'extends = "a.toml"', "b.toml")
