@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from analysis.headline import headline
 from analysis.load import Run, Sweep
 from games.kuhn import CARDS
 from games.kuhn_analysis import INFOSETS, THIRD, nash
@@ -35,13 +36,6 @@ from games.task_forge.families import AGENT0_BAND
 from populations.metagame import meta_strategy
 
 # The metric a learning curve shows by default: the first of these that the run or sweep logged.
-HEADLINE_METRICS = (
-    "kuhn/population_exploitability",
-    "kuhn/exploitability",
-    "eval/executor/heldout_accuracy",
-    "forge/p_hat",
-    "rollout/invalid_rate",  # any model's run, e.g. tic-tac-toe without evaluation: the first collapse signal
-)
 OUTCOME_COLORS = {"win": "tab:green", "draw": "tab:gray", "loss": "tab:red"}
 COLLAPSE_SIGNALS = {
     "response_tokens": "response length (tokens)",
@@ -83,10 +77,11 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
-def run_figures(run: Run) -> dict[str, Figure]:
-    """Every plot that has data for ``run``, keyed by a short slug; plots without data are left out."""
+def run_figures(run: Run, metric: str | None = None) -> dict[str, Figure]:
+    """Every plot that has data for ``run``, keyed by a short slug; plots without data are left
+    out. The learning curves show ``metric``, or the headline metric that moved (``headline_metric``)."""
     plots: dict[str, Callable[[], Figure]] = {
-        "learning_curves": lambda: learning_curves(run.metrics, headline_metric(run.metrics)),
+        "learning_curves": lambda: learning_curves(run.metrics, headline_metric(run.metrics, metric)),
         "outcomes": lambda: outcomes_vs_opponents(run.metrics),
         "ratings": lambda: rating_trajectories(run.rating_history),
         "payoffs": lambda: payoff_heatmap(run.payoffs),
@@ -99,13 +94,14 @@ def run_figures(run: Run) -> dict[str, Figure]:
     return _drawn(plots)
 
 
-def sweep_figures(sweep: Sweep) -> dict[str, Figure]:
-    """The sweep's learning curves grouped by its settings, and its final values per setting."""
+def sweep_figures(sweep: Sweep, metric: str | None = None) -> dict[str, Figure]:
+    """The sweep's learning curves grouped by its settings, and its final values per setting, of
+    ``metric`` or the headline metric that moved."""
     groups = [s for s in sweep.settings if s != "seed"]
     plots: dict[str, Callable[[], Figure]] = {
-        "learning_curves": lambda: learning_curves(sweep.metrics, headline_metric(sweep.metrics), groups or None),
+        "learning_curves": lambda: learning_curves(sweep.metrics, headline_metric(sweep.metrics, metric), groups or None),
         "comparison": lambda: sweep_comparison(
-            sweep.metrics, headline_metric(sweep.metrics), *_comparison_axes(groups)
+            sweep.metrics, headline_metric(sweep.metrics, metric), *_comparison_axes(groups)
         ),
     }
     return _drawn(plots)
@@ -131,13 +127,23 @@ def _comparison_axes(groups: list[str]) -> tuple[str, str | None]:
 # ---- learning curves ---------------------------------------------------------------------------
 
 
-def headline_metric(metrics: pd.DataFrame) -> str:
-    """The first of ``HEADLINE_METRICS`` that ``metrics`` holds."""
-    logged = set(metrics["metric"])
-    for metric in HEADLINE_METRICS:
-        if metric in logged:
-            return metric
-    raise NoData(f"none of the headline metrics {HEADLINE_METRICS} was logged")
+def headline_metric(metrics: pd.DataFrame, metric: str | None = None) -> str:
+    """The metric the learning curves show: ``metric`` when given, else the most telling headline
+    metric (``analysis.headline``'s order) whose value moved — a forced-choice game's invalid rate
+    is 0 throughout and says nothing — or, if none moved, the most telling one."""
+    spread = metrics.groupby("metric")["value"].nunique()  # (metrics,): distinct values logged
+    if metric is not None:
+        if metric not in spread.index:
+            raise UnknownMetric(f"no metric {metric!r} was logged; its headline metrics are {', '.join(headline(spread.index))}")
+        return metric
+    ranked = headline(spread.index)
+    if not ranked:
+        raise NoData("no headline metric was logged")
+    return next((name for name in ranked if spread[name] > 1), ranked[0])
+
+
+class UnknownMetric(ValueError):
+    """A metric asked for by name that the run or sweep never logged."""
 
 
 def metric_bands(metrics: pd.DataFrame, metric: str, by: str | Sequence[str] | None = None) -> pd.DataFrame:

@@ -55,19 +55,21 @@ details summary { cursor: pointer; color: #57606a; }
 """
 
 
-def write_report(folder: Path, transcripts: int = 3) -> Path:
+def write_report(folder: Path, transcripts: int = 3, metric: str | None = None) -> Path:
     """Write ``FOLDER/report/index.html`` (and each figure's PNG and SVG beside it); return its path.
 
     ``folder`` is a run directory or a sweep directory; ``transcripts`` matches are shown turn by
-    turn for a run (a sweep's page links no transcripts: each run has its own report). Raises
-    FileNotFoundError when ``folder`` is neither, so the CLI can say so in one line."""
+    turn for a run (a sweep's page links no transcripts: each run has its own report); the
+    learning curves show ``metric`` (default: the headline metric that moved). Raises
+    FileNotFoundError when ``folder`` is neither, and ``UnknownMetric`` for a metric never
+    logged, so the CLI can say so in one line."""
     folder = Path(folder)
     out = folder / "report"
     loaded = _load(folder)
     if isinstance(loaded, Sweep):
-        title, sections = loaded.path.name, _sweep_sections(loaded, out)
+        title, sections = loaded.path.name, _sweep_sections(loaded, out, metric)
     else:
-        title, sections = loaded.run_id, _run_sections(loaded, out, transcripts)
+        title, sections = loaded.run_id, _run_sections(loaded, out, transcripts, metric)
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     partial = out / "index.html.partial"  # write-then-rename: a reader never sees half a page
@@ -107,12 +109,12 @@ def _load(folder: Path) -> Run | Sweep:
 # ---- a run -------------------------------------------------------------------------------------
 
 
-def _run_sections(run: Run, out: Path, transcripts: int) -> list[str]:
+def _run_sections(run: Run, out: Path, transcripts: int, metric: str | None) -> list[str]:
     matches = sample_matches(run.episodes, transcripts)
     return [
         _header("run", run.run_id, _run_facts(run)),
         _nav(["plots", "metrics"] + (["transcripts"] if transcripts else [])),
-        _figures_section(run_figures(run), out),
+        _figures_section(run_figures(run, metric), out),
         _run_metrics_section(run.metrics),
         _transcripts_section(run, matches) if transcripts else "",
     ]
@@ -264,11 +266,11 @@ def _outcome(match: pd.Series) -> str:
 # ---- a sweep -----------------------------------------------------------------------------------
 
 
-def _sweep_sections(sweep: Sweep, out: Path) -> list[str]:
+def _sweep_sections(sweep: Sweep, out: Path, metric: str | None) -> list[str]:
     return [
         _header("sweep", sweep.path.name, _sweep_facts(sweep)),
         _nav(["plots", "results"]),
-        _figures_section(sweep_figures(sweep), out),
+        _figures_section(sweep_figures(sweep, metric), out),
         _results_section(sweep),
     ]
 

@@ -372,15 +372,21 @@ def sweep(
 def report(
     folder: Annotated[Path, typer.Argument(help="A run directory (runs/<run>) or a sweep directory (with results.csv).")],
     transcripts: Annotated[int, typer.Option(min=0, help="Matches shown turn by turn.")] = 3,
+    metric: Annotated[
+        str | None, typer.Option(help="The metric of the learning curves (default: the headline metric whose value moved).")
+    ] = None,
 ) -> None:
     """Write FOLDER/report/index.html: plots of what emerged, a metrics summary and sampled
     transcripts, in one file that opens from disk (no network)."""
+    from analysis.plots import UnknownMetric
     from analysis.report import write_report
 
     try:
-        index = write_report(folder, transcripts=transcripts)
+        index = write_report(folder, transcripts=transcripts, metric=metric)
     except FileNotFoundError as err:
         _fail(f"error: {err}")
+    except UnknownMetric as err:
+        _fail(f"error: --metric: {err}")
     console.print(f"report: {index}")
 
 

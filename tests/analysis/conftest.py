@@ -35,13 +35,11 @@ def kuhn_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tictactoe_run(tmp_path_factory) -> Path:
-    """kuhn_tiny.toml's training on tic-tac-toe alone (--set would add a game, not replace Kuhn),
-    without Kuhn's scripted opponents (the config refuses opponents none of its games has)."""
+    """kuhn_tiny.toml's training on tic-tac-toe alone (``games:=`` replaces Kuhn; ``=`` would add a
+    game), without Kuhn's scripted opponents (the config refuses opponents none of its games has)."""
     folder = tmp_path_factory.mktemp("ttt")
-    config = folder / "tictactoe_tiny.toml"
-    kuhn = (EXAMPLES / "kuhn_tiny.toml").read_text()
-    config.write_text(kuhn.replace("kuhn_poker = 1.0", "tictactoe = 1.0").replace('"nash", "always_bet", ', ""))
-    return train(folder / "run", config, 2, "eval.every=0")
+    opponents = "eval.opponents=['random', 'initial', 'past:10']"
+    return train(folder / "run", "kuhn_tiny.toml", 2, "games:={tictactoe=1.0}", opponents, "eval.every=0")
 
 
 @pytest.fixture(scope="session")

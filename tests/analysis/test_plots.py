@@ -341,3 +341,44 @@ def test_the_lineage_lays_snapshots_out_by_iteration_and_members_by_row(populati
         member = graph.nodes[node].get("member", node)
         assert y == rows[member]
         assert x == (graph.nodes[node]["iteration"] if "@" in node else 4)  # live heads right of iteration 3
+
+
+GAME_RUNS = {  # a run's metrics as the trainer names them, per game; the curve must show the one that moved
+    "tictactoe, forced choice, with evaluation": (
+        {"rollout/invalid_rate": [0.0, 0.0, 0.0], "eval/tictactoe/minimax/win": [0.0, 0.1, 0.2],
+         "eval/tictactoe/random/win": [0.5, 0.6, 0.8], "tictactoe/player_0/return": [0.1, 0.3, 0.2]},
+        "eval/tictactoe/minimax/win",
+    ),
+    "leduc, no evaluation": (
+        {"rollout/invalid_rate": [0.0, 0.0, 0.0], "leduc_holdem/player_0/return": [0.2, -0.1, 0.4]},
+        "leduc_holdem/player_0/return",
+    ),
+    "negotiation, free text": (
+        {"rollout/invalid_rate": [1.0, 1.0, 1.0], "simple_negotiation/player_0/return": [-1.0, -0.5, 0.0]},
+        "simple_negotiation/player_0/return",
+    ),
+    "task forge, held-out accuracy still 0": (
+        {"eval/executor/heldout_accuracy": [0.0, 0.0, 0.0], "forge/p_hat": [0.1, 0.3, 0.4], "forge/difficulty": [1, 1, 2]},
+        "forge/p_hat",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("game", list(GAME_RUNS))
+def test_the_curves_show_the_most_telling_metric_that_moved(game):
+    logged, expected = GAME_RUNS[game]
+    frame = metrics([("run", i + 1, name, v) for name, values in logged.items() for i, v in enumerate(values)])
+    assert plots.headline_metric(frame) == expected
+    still = metrics([("run", i, "rollout/invalid_rate", 0.0) for i in (1, 2)])
+    assert plots.headline_metric(still) == "rollout/invalid_rate", "when nothing moved: the most telling"
+
+
+def test_real_runs_curves_show_a_metric_that_moved_and_any_metric_on_request(tictactoe_run, forge_run):
+    for folder in (tictactoe_run, forge_run):
+        run = load_run(folder)
+        chosen = plots.headline_metric(run.metrics)
+        assert run.metrics.query("metric == @chosen")["value"].nunique() > 1, chosen
+    run = load_run(tictactoe_run)
+    assert plots.headline_metric(run.metrics, "policy/entropy") == "policy/entropy"
+    with pytest.raises(plots.UnknownMetric, match="no metric 'kuhn/exploitability' was logged; its headline metrics are"):
+        plots.headline_metric(run.metrics, "kuhn/exploitability")

@@ -187,3 +187,12 @@ def test_transcripts_are_sampled_from_the_last_iteration_an_invalid_move_first()
     assert "h" in set(picked["match_id"])  # the only tic-tac-toe match: one of each game
     assert len(sample_matches(episodes, 10)) == 6 and sample_matches(episodes, 0).empty
     assert sample_matches(episodes.head(0), 3).empty
+
+
+def test_report_metric_names_the_curves_metric_and_an_unknown_one_is_one_line(tictactoe_run, copy_of):
+    folder = copy_of(tictactoe_run)
+    done = CliRunner().invoke(app, ["report", str(folder), "--metric", "policy/entropy", "--transcripts", "0"])
+    assert done.exit_code == 0, done.output
+    assert "policy/entropy" in (folder / "report" / "index.html").read_text()
+    bad = CliRunner().invoke(app, ["report", str(folder), "--metric", "kuhn/exploitability"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "--metric" in bad.output
