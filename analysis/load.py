@@ -22,6 +22,8 @@ from pathlib import Path
 import networkx as nx
 import pandas as pd
 
+from analysis.headline import headline
+
 EVENT_COLUMNS = ["run_id", "iteration", "kind", "event", "timestamp"]
 METRIC_COLUMNS = ["run_id", "iteration", "kind", "metric", "value"]
 EPISODE_COLUMNS = ["run_id", "iteration", "match_id", "game", "seed", "turns", "invalid_turns", "truncated", "forfeited_by"]
@@ -133,7 +135,7 @@ def load_sweep(path: str | Path) -> Sweep:
         run_dir = _run_dir(path, row._asdict())
         if run_dir is not None and (run_dir / "events.jsonl").exists():
             runs[run_dir.name] = load_run(run_dir)
-    settings = [c for c in _setting_columns(results) if results[c].nunique(dropna=False) > 1]
+    settings = varied_settings(results)
     frames = []
     for row in results.to_dict("records"):
         run_dir = _run_dir(path, row)
@@ -264,6 +266,21 @@ def _run_dir(sweep: Path, row: dict) -> Path | None:
             return candidate
     name = row.get("run")
     return sweep / "runs" / name if isinstance(name, str) and name else None  # a sweep moved as a whole
+
+
+def summary_columns(results: pd.DataFrame, settings: list[str]) -> list[str]:
+    """The columns of a results table worth a first look, in order: the run, the ``settings`` that
+    varied, its status and last iteration, then the headline metrics (``analysis.headline``'s order), those whose
+    final value differs between runs first, so the one that tells most is beside the settings."""
+    ranked = headline(results.columns)
+    moved = [c for c in ranked if results[c].nunique() > 1]
+    first = [c for c in ("run", *settings, "status", "iteration") if c in results.columns]
+    return first + moved + [c for c in ranked if c not in moved]
+
+
+def varied_settings(results: pd.DataFrame) -> list[str]:
+    """The settings (``_setting_columns``) that differ between the runs of a results table."""
+    return [c for c in _setting_columns(results) if results[c].nunique(dropna=False) > 1]
 
 
 def _setting_columns(results: pd.DataFrame) -> list[str]:

@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.headline import is_headline
-from analysis.load import Run, Sweep, load_run, load_sweep
+from analysis.load import Run, Sweep, load_run, load_sweep, summary_columns
 from analysis.plots import run_figures, save_figure, sweep_figures
 
 SAMPLE_SEED = 0  # fixed, so the same run always shows the same transcripts
@@ -291,12 +291,10 @@ def _sweep_facts(sweep: Sweep) -> list[tuple[str, str]]:
 def _results_section(sweep: Sweep) -> str:
     """The results table: each run's settings and final headline metrics; the full table folds away."""
     results = sweep.results
-    headline = [c for c in results.columns if is_headline(c)]
-    bookkeeping = [c for c in ("run", *sweep.settings, "status", "iteration") if c in results.columns]
     return (
         '<section id="results"><h2>Results</h2><p class="muted">One row per run: the settings that varied and '
-        "each run's final metrics.</p>"
-        f'<div class="scroll">{_table(results[bookkeeping + headline])}</div>'
+        "each run's final headline metrics, those that differ between runs first.</p>"
+        f'<div class="scroll">{_table(results[summary_columns(results, sweep.settings)])}</div>'
         f'<details><summary>every column ({len(results.columns)})</summary><div class="scroll">{_table(results)}</div>'
         "</details></section>"
     )

@@ -361,11 +361,28 @@ def sweep(
         table = run_sweep(spec, folder, on_done=lambda name: bar.advance(task))
         bar.update(task, completed=total)
     failed = table[table.status != "done"]
+    console.print(_results_table(table))
     console.print(f"{len(table) - len(failed)}/{len(table)} runs done; results: {folder / 'results.csv'} and results.parquet")
     for _, row in failed.iterrows():
         console.print(f"[red]{row.run}[/red]: {row.status}")
     if len(failed):
         raise typer.Exit(1)
+
+
+SWEEP_COLUMNS = 3  # headline metrics in the terminal's results table (all of them are in results.csv)
+
+
+def _results_table(results) -> Table:
+    """Each run's settings, status and the few headline metrics that tell most, those that
+    differ between runs first: the sweep's answer, on screen when it ends."""
+    from analysis.load import summary_columns, varied_settings
+
+    columns = summary_columns(results, varied_settings(results))
+    shown = columns[: columns.index("status") + 1 + ("iteration" in columns) + SWEEP_COLUMNS] if "status" in columns else columns
+    table = Table(*shown, title="results")
+    for _, row in results[shown].iterrows():
+        table.add_row(*(f"{v:.4g}" if isinstance(v, float) else escape(str(v)) for v in row))
+    return table
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """The `coevo` command line, through typer's runner and as the installed console script."""
 
 import errno
+import io
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import jsonschema
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -506,3 +508,21 @@ def test_config_show_prints_the_resolved_config_that_loads_back():
     assert RunConfig.model_validate(shown) == load_run_config(EXAMPLES / "kuhn_tiny_async.toml", ["games:={tictactoe=1.0}", "eval.opponents=['random']"])
     bad = runner.invoke(app, ["config", "show", str(EXAMPLES / "kuhn_tiny.toml"), "--set", "optim.lr=fast"])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "optim.lr" in bad.output
+
+
+def test_a_sweep_ends_with_its_results_table_the_headline_that_moved_beside_the_settings():
+    from rich.console import Console
+
+    from coevo.cli import _results_table
+
+    results = pd.DataFrame({
+        "run": ["a", "b"], "population.matchmaker": ["pfsp", "psro"], "seed": [0, 0], "status": ["done", "done"],
+        "seconds": [3.0, 4.0], "iteration": [6, 6], "rollout/invalid_rate": [0.0, 0.0], "elo/m0": [1000.0, 1010.0],
+        "kuhn/population_exploitability": [0.12, 0.081234], "loss/policy": [0.1, 0.2],
+    })  # fmt: skip
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(_results_table(results))
+    header = [c.header for c in _results_table(results).columns]
+    assert header == ["run", "population.matchmaker", "status", "iteration", "kuhn/population_exploitability", "elo/m0", "rollout/invalid_rate"]
+    text = console.export_text()
+    assert "0.08123" in text and "psro" in text
