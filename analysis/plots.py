@@ -173,15 +173,19 @@ def _group_label(settings: list[str], values: tuple) -> str:
 
 def learning_curves(metrics: pd.DataFrame, metric: str, by: str | Sequence[str] | None = None) -> Figure:
     """``metric`` over iterations: one line per group (of a sweep's settings ``by``), the mean over its
-    runs, with a min-max band where a group has more than one run (seeds)."""
+    runs, with a min-max band where a group has more than one run (seeds), its legend saying so."""
     bands = metric_bands(metrics, metric, by)
     fig, ax = _single(f"learning curve: {metric}")
+    banded = False
     for group, curve in bands.groupby("group", sort=False):
-        (line,) = ax.plot(curve["iteration"], curve["mean"], marker=".", label=group)
+        (line,) = ax.plot(curve["iteration"], curve["mean"], marker=".", label=group if by else "mean")
         if (curve["runs"] > 1).any():
-            ax.fill_between(curve["iteration"], curve["lo"], curve["hi"], color=line.get_color(), alpha=0.2)
+            band = f"{group + ': ' if by else ''}min–max over {curve['runs'].max()} runs (seeds)"
+            ax.fill_between(curve["iteration"], curve["lo"], curve["hi"], color=line.get_color(), alpha=0.2, label=band)
+            banded = True
     ax.set(xlabel="iteration", ylabel=metric)
-    if bands["group"].nunique() > 1:
+    _iteration_range(ax, bands["iteration"])
+    if banded or bands["group"].nunique() > 1:
         ax.legend(fontsize="small")
     return fig
 
@@ -213,6 +217,7 @@ def outcomes_vs_opponents(metrics: pd.DataFrame) -> Figure:
             ax.bar(rows["iteration"], rows[result], width, bottom=bottom, color=color, label=result)
             bottom += rows[result].to_numpy()
         ax.set(title=f"{game} vs {opponent}", xlabel="iteration", ylim=(0, 1))
+        _iteration_range(ax, rows["iteration"])
     axes[0].set_ylabel("share of matches")
     axes[0].legend(loc="lower left", fontsize="small")
     return fig
@@ -280,20 +285,22 @@ def payoff_heatmap(payoffs: pd.DataFrame) -> Figure:
     heat.set_xticklabels(rates.columns, rotation=90)
     heat.set_yticklabels(rates.index)
     if n <= 12:  # beyond that the numbers no longer fit in their cells
-        _annotate(heat, values)
+        games = payoffs.groupby(["a", "b"])["games"].sum().unstack("b").reindex(index=rates.index, columns=rates.columns)
+        _annotate(heat, values, games.to_numpy(dtype=float))
     fig.colorbar(image, ax=heat, label="win rate", location="bottom", shrink=0.6)
     bars.barh(range(n), mixture.to_numpy(), color="tab:purple")
     bars.set(xlim=(0, 1), xlabel="Nash mixture", title="meta-game Nash")
-    fig.suptitle("payoffs: win rate of player vs opponent")
+    fig.suptitle("payoffs: win rate of player vs opponent (in each cell: the rate, and games played)")
     return fig
 
 
-def _annotate(ax: Axes, values: np.ndarray) -> None:
-    """Write each finite cell's value in it, white on the dark ends of the colour map."""
+def _annotate(ax: Axes, values: np.ndarray, games: np.ndarray) -> None:
+    """Write each finite cell's value and the games behind it in the cell, white on the dark ends
+    of the colour map: a rate of 1.00 from 2 games and one from 200 look alike otherwise."""
     for (i, j), value in np.ndenumerate(values):
         if np.isfinite(value):
             ink = "white" if abs(value - 0.5) > 0.3 else "black"
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="x-small", color=ink)
+            ax.text(j, i, f"{value:.2f}\n{games[i, j]:.0f}", ha="center", va="center", fontsize="xx-small", color=ink)
 
 
 # ---- Kuhn strategy against the equilibrium family ----------------------------------------------
@@ -529,6 +536,12 @@ def sweep_comparison(metrics: pd.DataFrame, metric: str, x: str, hue: str | None
 
 
 # ---- figure helpers ----------------------------------------------------------------------------
+
+
+def _iteration_range(ax: Axes, iterations: pd.Series) -> None:
+    """One iteration alone is shown from iteration 0, not on an axis a fraction of an iteration wide."""
+    if iterations.nunique() == 1:
+        ax.set_xlim(0, iterations.iloc[0] + 1)
 
 
 def _single(title: str, size: tuple[float, float] = (7, 4)) -> tuple[Figure, Axes]:

@@ -382,3 +382,22 @@ def test_real_runs_curves_show_a_metric_that_moved_and_any_metric_on_request(tic
     assert plots.headline_metric(run.metrics, "policy/entropy") == "policy/entropy"
     with pytest.raises(plots.UnknownMetric, match="no metric 'kuhn/exploitability' was logged; its headline metrics are"):
         plots.headline_metric(run.metrics, "kuhn/exploitability")
+
+
+def test_curves_say_what_their_bands_are_and_one_point_is_not_a_sliver_of_an_axis():
+    two_seeds = metrics([(run, i, "kuhn/exploitability", v) for run, i, v in [("a", 1, 0.3), ("b", 1, 0.2), ("a", 2, 0.1), ("b", 2, 0.15)]])
+    [ax] = drawn(plots.learning_curves(two_seeds, "kuhn/exploitability")).axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean", "min–max over 2 runs (seeds)"]
+    one = metrics([("a", 10, "kuhn/exploitability", 0.3)])
+    [ax] = drawn(plots.learning_curves(one, "kuhn/exploitability")).axes
+    assert ax.get_xlim() == (0, 11), "iteration 10 alone, on an axis from 0"
+    outcomes = metrics([("a", 10, f"eval/kuhn_poker/random/{r}", v) for r, v in (("win", 0.5), ("draw", 0.0), ("loss", 0.5))])
+    [ax] = drawn(plots.outcomes_vs_opponents(outcomes)).axes
+    assert ax.get_xlim() == (0, 11)
+
+
+def test_heatmap_cells_show_the_games_behind_each_rate():
+    table = payoffs({("m0", "m1"): (3, 0, 1), ("m0", "m0@1"): (20, 0, 0)})
+    heat = drawn(plots.payoff_heatmap(table)).axes[0]
+    cells = {t.get_text() for t in heat.texts}
+    assert {"0.75\n4", "1.00\n20", "0.25\n4", "0.00\n20"} <= cells
