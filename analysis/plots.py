@@ -529,6 +529,7 @@ def sweep_comparison(metrics: pd.DataFrame, metric: str, x: str, hue: str | None
         ax.errorbar(summary.index, summary["mean"], yerr=summary["std"].fillna(0), fmt="_", markersize=14,
                     capsize=4, color=f"C{h}", label=None if hue is None else _group_label([hue], (value,)))  # fmt: skip
     ax.set(xticks=range(len(xs)), xlabel=x, ylabel=f"final {metric}")
+    ax.set_title("points: one run each (seeds); bars: mean ± 1 std over the seeds", fontsize="small")
     ax.set_xticklabels([str(v) for v in xs])
     if hue:
         ax.legend(fontsize="small")

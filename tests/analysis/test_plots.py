@@ -76,6 +76,7 @@ def test_sweep_figures_compare_the_matchmakers(sweep_dir):
         drawn(fig)
     (curves,) = figures["learning_curves"].axes
     assert sorted(line.get_label() for line in curves.get_lines()) == ["matchmaker=fictitious", "matchmaker=self_play"]
+    assert "mean ± 1 std over the seeds" in figures["comparison"].axes[0].get_title(), "error bars say what they are"
     assert len(curves.collections) == 2  # a seed band per matchmaker
 
 
