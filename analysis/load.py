@@ -268,14 +268,15 @@ def _run_dir(sweep: Path, row: dict) -> Path | None:
     return sweep / "runs" / name if isinstance(name, str) and name else None  # a sweep moved as a whole
 
 
-def summary_columns(results: pd.DataFrame, settings: list[str]) -> list[str]:
+def summary_columns(results: pd.DataFrame, settings: list[str], metrics: int | None = None) -> list[str]:
     """The columns of a results table worth a first look, in order: the run, the ``settings`` that
-    varied, its status and last iteration, then the headline metrics (``analysis.headline``'s order), those whose
-    final value differs between runs first, so the one that tells most is beside the settings."""
+    varied, its status and last iteration, then the headline metrics (``analysis.headline``'s
+    order; ``metrics`` of them at most), those whose final value differs between runs first, so
+    the one that tells most is beside the settings."""
     ranked = headline(results.columns)
     moved = [c for c in ranked if results[c].nunique() > 1]
     first = [c for c in ("run", *settings, "status", "iteration") if c in results.columns]
-    return first + moved + [c for c in ranked if c not in moved]
+    return first + (moved + [c for c in ranked if c not in moved])[:metrics]
 
 
 def varied_settings(results: pd.DataFrame) -> list[str]:

@@ -377,8 +377,7 @@ def _results_table(results) -> Table:
     differ between runs first: the sweep's answer, on screen when it ends."""
     from analysis.load import summary_columns, varied_settings
 
-    columns = summary_columns(results, varied_settings(results))
-    shown = columns[: columns.index("status") + 1 + ("iteration" in columns) + SWEEP_COLUMNS] if "status" in columns else columns
+    shown = summary_columns(results, varied_settings(results), SWEEP_COLUMNS)
     table = Table(*shown, title="results")
     for _, row in results[shown].iterrows():
         table.add_row(*(f"{v:.4g}" if isinstance(v, float) else escape(str(v)) for v in row))
