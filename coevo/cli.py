@@ -87,7 +87,7 @@ def _check_game(name: str) -> str:
 
 @app.command("games")
 def list_games() -> None:
-    """List the games `coevo` can make by name."""
+    """List the games `coevo` can make by name (and any OpenSpiel game as openspiel/<game(params)>)."""
     for name in games.list():
         console.print(name)
 
@@ -198,8 +198,8 @@ def match(
 
     task_forge seats its scripted role players unless told otherwise: ``coevo match task_forge
     --option teacher=true --seat executor=tiny``."""
-    if game not in games.list():
-        raise typer.BadParameter(f"unknown game {game!r}; choose from: {', '.join(games.list())}", param_hint="GAME")
+    if not games.known(game):
+        raise typer.BadParameter(f"unknown game {game!r}; choose from: {', '.join(games.list())} or openspiel/<game(params)>", param_hint="GAME")
     if mode not in ("generate", "choose"):
         raise typer.BadParameter(f"must be generate or choose, got {mode!r}", param_hint="--mode")
     try:

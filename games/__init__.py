@@ -25,6 +25,7 @@ from games.leduc import HeuristicPlayer as LeducHeuristic
 from games.leduc import LeducHoldem
 from games.negotiation import HeuristicPlayer as NegotiationHeuristic
 from games.negotiation import SimpleNegotiation
+from games.openspiel_env import OpenSpielEnv, load_game
 from games.play import MatchResult, Player, RandomPlayer, play_match
 from games.pettingzoo_text import PettingZooTextEnv
 from games.textarena_env import TextArenaEnv
@@ -42,6 +43,11 @@ GAMES: dict[str, type[Rules]] = {
 PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
 # SPIRAL's training games in TextArena; listed when textarena is installed.
 TEXTARENA_GAMES = ("textarena/KuhnPoker-v0", "textarena/SimpleNegotiation-v0", "textarena/TicTacToe-v0")
+# A few small OpenSpiel games, listed when open_spiel is installed; any other loads by its name.
+OPENSPIEL_GAMES = (
+    "openspiel/kuhn_poker", "openspiel/leduc_poker", "openspiel/liars_dice",
+    "openspiel/goofspiel(num_cards=4,imp_info=True)",
+)  # fmt: skip
 
 SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
     "tictactoe": {"random": RandomPlayer, "minimax": MinimaxPlayer},
@@ -58,14 +64,17 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
 
 
 def make(name: str, **kwargs) -> AECEnv:
-    """A game by name: one of ours, ``textarena/<id>``, or any PettingZoo id like ``classic/rps-v2``."""
+    """A game by name: one of ours, ``textarena/<id>``, ``openspiel/<game string>`` like
+    ``openspiel/liars_dice(numdice=1)``, or any PettingZoo id like ``classic/rps-v2``."""
     if name in GAMES:
         return TextGameEnv(GAMES[name], **kwargs)
     if name.startswith("textarena/"):
         return TextArenaEnv(name.removeprefix("textarena/"), **kwargs)
+    if name.startswith("openspiel/"):
+        return OpenSpielEnv(name.removeprefix("openspiel/"), **kwargs)
     if "/" in name:
         return PettingZooTextEnv(name, **kwargs)
-    raise ValueError(f"unknown game {name!r}; choose one of {', '.join(list())} or a PettingZoo id")
+    raise ValueError(f"unknown game {name!r}; choose one of {', '.join(list())}, openspiel/<game> or a PettingZoo id")
 
 
 def list() -> builtins.list[str]:  # noqa: A001 - the registry's public name, games.list()
@@ -73,18 +82,34 @@ def list() -> builtins.list[str]:  # noqa: A001 - the registry's public name, ga
     names = [*GAMES, *PETTINGZOO_GAMES]
     if importlib.util.find_spec("textarena") is not None:
         names += TEXTARENA_GAMES
+    if importlib.util.find_spec("pyspiel") is not None:
+        names += OPENSPIEL_GAMES
     return names
 
 
+def known(name: str) -> bool:
+    """Whether ``name`` is a listed game or an OpenSpiel game that loads (with its parameters),
+    so that a config can be checked before any match is made."""
+    if name in list():
+        return True
+    if not name.startswith("openspiel/"):
+        return False
+    try:
+        load_game(name.removeprefix("openspiel/"))
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
 def scripted_players(game: str) -> dict[str, Callable[[], Player]]:
-    """Scripted players for ``game`` by name: random-legal for every game but TextArena's, whose
-    moves are free text with no list to draw from."""
+    """Scripted players for ``game`` by name: random-legal for every game (OpenSpiel's included) but
+    TextArena's, whose moves are free text with no list to draw from."""
     if game.startswith("textarena/"):
         return {}
     return SCRIPTED_PLAYERS.get(game, {"random": RandomPlayer})
 
 
 __all__ = [
-    "GAMES", "GameInfo", "MatchResult", "Parsed", "Player", "RandomPlayer", "Rules", "TextGameEnv",
-    "make", "list", "play_match", "scripted_players",
+    "GAMES", "GameInfo", "MatchResult", "OpenSpielEnv", "Parsed", "Player", "RandomPlayer", "Rules",
+    "TextGameEnv", "known", "make", "list", "play_match", "scripted_players",
 ]  # fmt: skip

@@ -7,6 +7,7 @@ Both merge tables key by key; ``replace`` and ``:=`` replace a table whole (``FI
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from marl.estimators import ESTIMATORS, OUTCOME_ESTIMATORS
 from marl.learner import OptimConfig
 from marl.players import MODELS, check_hf_model
 from marl.pools import PoolConfig
+from marl.trackers import TRACKERS
 from roles.seat import InvalidMoves
 
 
@@ -125,6 +127,24 @@ class ScheduleConfig(Strict):
     )  # fmt: skip
 
 
+class LogConfig(Strict):
+    report_to: list[Literal[TRACKERS]] = Field(
+        [],
+        description="experiment trackers that get every iteration's metrics beside events.jsonl: any of tensorboard, wandb "
+        "(offline unless WANDB_MODE says otherwise), mlflow (a SQLite store in the run directory unless MLFLOW_TRACKING_URI "
+        "names one); each an extra: pip install 'coevo[trackers]'",
+    )
+    transcripts: int = Field(2, ge=0, description="matches per iteration sent to the trackers as text")
+
+    @field_validator("report_to")
+    @classmethod
+    def _installed(cls, value: list[str]) -> list[str]:
+        missing = [name for name in dict.fromkeys(value) if importlib.util.find_spec(name) is None]
+        if missing:
+            raise ValueError(f"{missing[0]} is not installed: pip install 'coevo[{missing[0]}]' (or coevo[trackers] for all)")
+        return list(dict.fromkeys(value))
+
+
 def _documents_file_keys(schema: dict) -> None:
     """The schema of a config *file*: its values, and how files compose (``FILE_KEYS``)."""
     schema["properties"].update(FILE_KEYS)
@@ -160,6 +180,7 @@ class TrainConfig(Strict):
     eval: EvalConfig = EvalConfig()
     pool: PoolConfig = PoolConfig()
     train: ScheduleConfig = Field(ScheduleConfig(), description="how rollouts and learning take turns: sync or async")
+    log: LogConfig = Field(LogConfig(), description="where metrics go besides events.jsonl")
 
     @field_validator("model")
     @classmethod
@@ -179,9 +200,9 @@ class TrainConfig(Strict):
     @field_validator("games")
     @classmethod
     def _known_games(cls, value: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(value) - set(games.list()))
+        unknown = sorted(name for name in value if not games.known(name))
         if unknown:
-            raise ValueError(f"unknown games {unknown}; choose from {', '.join(games.list())}")
+            raise ValueError(f"unknown games {unknown}; choose from {', '.join(games.list())} or openspiel/<game(params)>")
         if not value or any(w <= 0 for w in value.values()):
             raise ValueError("give at least one game, each with a positive weight")
         return value

@@ -1,8 +1,10 @@
 """What a run measures, per game, from a registry instead of wired into a trainer.
 
-- Every iteration (``MEASURES``): Kuhn poker's exact exploitability of every learner's policy
+- Every iteration (``measures``): Kuhn poker's exact exploitability of every learner's policy
   and, with a population, of the meta-strategy mixture (reach-weighted per information set,
-  ``games.kuhn_analysis.average``, never a plain mean).
+  ``games.kuhn_analysis.average``, never a plain mean); the same in any small two-player
+  zero-sum OpenSpiel game (``openspiel/leduc_poker`` …), by OpenSpiel's own algorithms
+  (:class:`OpenSpielExploitability`).
 - Every ``eval.every`` iterations (``EVALUATIONS``): a seat game's first learner against the
   fixed opponents of ``eval.opponents`` (scripted players, its initial weights, itself K
   iterations ago), half the matches in each seat; task forge's executors on held-out tasks.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -23,15 +26,18 @@ from games.play import derive_seed
 from games.task_forge.families import FAMILIES, heldout
 from games.task_forge.players import SkilledExecutor
 from marl.evaluate import kuhn_strategy, results_against
+from marl.policy import Request, Sampling
+from marl.rollout import MatchSpec, choice_probabilities
 from marl.hf import HFPolicy
 from marl.learner import load_weights, trainable_weights
 from marl.members import MEMBER, Member, load_model
-from marl.rollout import MatchSpec
 from marl.scripted import ScriptedPolicy
+from roles.seat import SeatRole
 
 if TYPE_CHECKING:
     from marl.train import Trainer
 
+MAX_TREE = 10**6  # the largest OpenSpiel game whose exploitability is measured every iteration (exact_exploitability)
 EVAL_SEEDS = 10**6  # evaluation matches draw their seeds apart from training matches
 KUHN_SCRIPTED = {  # exact strategies of Kuhn's scripted players, for the mixture's analysis
     "random": kuhn_analysis.uniform, "nash": kuhn_analysis.nash, "always_bet": kuhn_analysis.always_bet,
@@ -173,5 +179,76 @@ class Heldout:
         return {f: float(np.mean([p for t, p in zip(self.tasks, p_hats) if t.family == f])) for f in FAMILIES}
 
 
-MEASURES = {"kuhn_poker": kuhn}  # game -> what is measured every iteration
+class OpenSpielExploitability:
+    """Exact exploitability in a two-player zero-sum OpenSpiel game: each learner's move
+    distribution at every information state, read by forced-choice scoring (one batched call per
+    member) from the prompts play shows, handed to OpenSpiel's ``exploitability``; and with a
+    population, its meta-strategy mixture's (OpenSpiel's reach-weighted aggregate)."""
+
+    def __init__(self, game: str):
+        from games import openspiel_analysis
+
+        self.analysis = openspiel_analysis
+        self.game = game
+        self.env = games.make(game)
+        self.states = openspiel_analysis.information_states(self.env)
+        self.name = self.env.game.get_type().short_name  # metrics: leduc_poker/exploitability
+
+    def distributions(self, member: Member, compact: bool) -> dict[str, list[float]] | None:
+        """``member``'s move probabilities at every information state: a model's as forced choice
+        plays them, a random player's uniform; None for a player we cannot read."""
+        if isinstance(member.policy, HFPolicy):
+            role = SeatRole(self.game, compact)
+            sampling = Sampling(member.temperature)
+            requests = [Request(role.messages(s.prompt), sampling, member.adapter) for s in self.states]
+            scored = member.policy.score(requests, [[role.format_move(m) for m in s.moves] for s in self.states])
+            probs = [choice_probabilities(row, member.temperature).astype(float) for row in scored]
+            return {s.key: (p / p.sum()).tolist() for s, p in zip(self.states, probs)}  # sums to 1 in float64, as analysed
+        if member.scripted is not None and member.scripted.name == "random":
+            return {s.key: [1 / len(s.moves)] * len(s.moves) for s in self.states}
+        return None
+
+    def __call__(self, trainer: Trainer) -> dict:
+        game, compact = self.env.game, trainer.config.rollout.compact_prompts
+        policies = {}
+        for name in trainer.roster.specs:
+            policies[name] = self.analysis.policy_from(game, self.distributions(trainer.members[name], compact))
+        out = {f"{self.name}/{prefix(n)}exploitability": self.analysis.exploitability(game, p) for n, p in policies.items()}
+        if trainer.population is None:
+            return out
+        mixture = {n: w for n, w in trainer.population.meta_strategy().items() if w > 0}
+        players = trainer.players(set(mixture) - set(policies))
+        for name, player in players.items():
+            read = self.distributions(player, compact)
+            if read is not None:
+                policies[name] = self.analysis.policy_from(game, read)
+        known = [n for n in mixture if n in policies]
+        if known:
+            mixed = self.analysis.mixture(game, [policies[n] for n in known], [mixture[n] for n in known])
+            out[f"{self.name}/population_exploitability"] = self.analysis.exploitability(game, mixed)
+        return out
+
+
+def measures(names: Iterable[str]) -> list[Callable[[Trainer], dict]]:
+    """What is measured every iteration in a run of these games."""
+    out: list[Callable[[Trainer], dict]] = []
+    for name in names:
+        if name == "kuhn_poker":
+            out.append(kuhn)
+        elif name.startswith("openspiel/") and exact_exploitability(name):
+            out.append(OpenSpielExploitability(name))
+    return out
+
+
+def exact_exploitability(game: str) -> bool:
+    """Whether ``game``'s exploitability is measured exactly: two-player zero-sum, and small enough
+    to enumerate every iteration — actions ** length, a bound on the moves of one deal, at most
+    ``MAX_TREE`` (Kuhn 8, Leduc 6,561, 4-card Goofspiel 65,536; not Liar's dice's 13 ** 13)."""
+    import pyspiel
+
+    spiel = games.make(game).game
+    zero_sum = spiel.get_type().utility == pyspiel.GameType.Utility.ZERO_SUM
+    return spiel.num_players() == 2 and zero_sum and spiel.num_distinct_actions() ** spiel.max_game_length() <= MAX_TREE
+
+
 EVALUATIONS = {"task_forge": Heldout}  # game -> what eval.every runs; every other game: Opponents

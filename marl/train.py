@@ -28,6 +28,8 @@ The run directory is the contract with analysis (DESIGN.md):
     episodes/           one JSONL shard per iteration, written atomically
     checkpoints/        iter_NNNNNN/ folders written atomically, and ``latest`` naming the newest
     snapshots/          a population's frozen members, one file each
+    tensorboard/ wandb/ mlflow.db mlartifacts/ trackers.json
+                        what ``[log] report_to`` trackers write (``marl.trackers``)
     .lock               held while a trainer runs (``marl.rundir``)
 
 Every random choice derives from (seed, iteration), so a run resumed from its last checkpoint
@@ -56,7 +58,7 @@ import torch
 from marl.config import TrainConfig, to_toml
 from marl.episode import Episode, Turn, write_jsonl
 from marl.estimators import ESTIMATORS, Credited
-from marl.evaluators import EVALUATIONS, MEASURES, Opponents, prefix, strategy_of
+from marl.evaluators import EVALUATIONS, Opponents, measures, prefix, strategy_of
 from marl.learner import TrainSample, load_weights, trainable_weights
 from marl.learners import Learners
 from marl.members import Member
@@ -65,6 +67,7 @@ from marl.pools import Job, LearnerLost, LocalPool, RayPool, TeamLearners
 from marl.credit import anneal, task_filter
 from marl.roster import FORGE, build_roster, initial_hparams, optim_settings
 from marl.rundir import OldCheckpoint, RunLock, save_tensors, write_text
+from marl.trackers import Trackers
 from populations.config import RunConfig
 from populations.evolution import Evolution, write_population
 from populations.population import Population
@@ -97,7 +100,7 @@ class Trainer:
             for name in self.roster.specs:
                 self.evolution.snapshot(name, 0, "initial")
         self.evaluation = EVALUATIONS.get(next(iter(config.games)), Opponents)(self)
-        self.measures = [MEASURES[g] for g in config.games if g in MEASURES]
+        self.measures = measures(config.games)
 
     def _planner(self):
         config = self.config
@@ -446,6 +449,8 @@ class Trainer:
         else:
             self._drop_after(self.load_checkpoint())
         stream, log = self._events()
+        hparams = self.given.model_dump(mode="json", exclude_none=True)
+        trackers = Trackers(self.config.log.report_to, self.run_dir, hparams, self.config.log.transcripts, self.iteration)
         metrics: dict = {}
         try:
             if fresh:
@@ -465,6 +470,7 @@ class Trainer:
                 if self.config.eval.every and iteration % self.config.eval.every == 0:
                     metrics.update(self.evaluate(iteration))
                 log.info("iteration", kind="iteration", iteration=iteration, **metrics)
+                trackers.log(iteration, metrics)
                 self.iteration = iteration
                 if iteration % self.config.checkpoint_every == 0 or iteration == self.config.iterations:
                     self.save_checkpoint(iteration)
@@ -479,6 +485,7 @@ class Trainer:
             raise
         finally:
             stream.close()
+            trackers.close()
             self.pool.close()
         return metrics
 
