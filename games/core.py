@@ -134,6 +134,13 @@ def match_move(text: str, legal: Sequence[str], moves: tuple[str, ...], lenient:
     return Parsed(move)
 
 
+def forfeit(seats: int, offender: int, illegal_reward: float, zero_sum: bool) -> list[float]:
+    """What each seat earns when ``offender`` plays an illegal move and the match ends: it earns
+    ``illegal_reward``; in a zero-sum game the others share the opposite, so returns still sum to zero."""
+    others = -illegal_reward / (seats - 1) if zero_sum and seats > 1 else 0.0
+    return [illegal_reward if s == offender else others for s in range(seats)]
+
+
 class Rules(ABC):
     """The pure rules of one match: subclass it, then serve it with :class:`TextGameEnv`.
 
@@ -399,7 +406,7 @@ class TextGameEnv(TurnTakingEnv):
             flaw = self.rules.flaw()
             info = {"move": parsed.move, "valid": not flaw, "reason": flaw}
         else:
-            earned = self._forfeit(self._seat_of[agent])
+            earned = forfeit(len(self.possible_agents), self._seat_of[agent], self.illegal_reward, self.info.zero_sum)
             info = {"move": None, "valid": False, "reason": parsed.reason}
         rewards = {a: float(earned[self._seat_of[a]]) for a in self.agents}
         over = not parsed.valid or self.rules.to_move is None
@@ -419,10 +426,6 @@ class TextGameEnv(TurnTakingEnv):
             return Parsed(None, f"'{move}' is not legal now; legal moves: {', '.join(legal)}")
         return Parsed(move)
 
-    def _forfeit(self, seat: int) -> list[float]:
-        n = len(self.possible_agents)
-        others = -self.illegal_reward / (n - 1) if self.info.zero_sum else 0.0
-        return [self.illegal_reward if s == seat else others for s in range(n)]
 
     def _render_text(self) -> str:
         return self.rules.render()

@@ -29,7 +29,7 @@ instead of forfeiting, and pays only the last node's rewards after a run of chan
 - **Rewards** are ``state.rewards()`` after the move and any chance nodes it leads to, so games
   with intermediate rewards pay as they go and a seat's rewards sum to ``state.returns()``. An
   illegal action ends the match: the offender earns ``illegal_reward`` and, in zero-sum games, the
-  others share its opposite (as :class:`games.core.TextGameEnv` does).
+  others share its opposite (:func:`games.core.forfeit`, as our own games do).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium
 import numpy as np
 
-from games.core import LEGAL_MOVES, PROMPT_MAX_CHARS, FreeText, Parsed, TurnTakingEnv, bare, match_move
+from games.core import LEGAL_MOVES, PROMPT_MAX_CHARS, FreeText, Parsed, TurnTakingEnv, bare, forfeit, match_move
 
 if TYPE_CHECKING:
     import pyspiel
@@ -318,7 +318,7 @@ class OpenSpielEnv(TurnTakingEnv):
         seat = self.possible_agents.index(agent)
         reason = self._refusal(action)
         if reason:
-            earned = self._forfeit(seat)
+            earned = np.array(forfeit(len(self.possible_agents), seat, self.illegal_reward, self.zero_sum))
             info = {"move": None, "valid": False, "reason": reason}
         else:
             info = {"move": self._names[int(action)], "valid": True, "reason": ""}
@@ -340,11 +340,6 @@ class OpenSpielEnv(TurnTakingEnv):
             names = ", ".join(self._names[a] for a in legal)
             return f"'{self._names[int(action)]}' is not legal now; legal moves: {names}"
         return ""
-
-    def _forfeit(self, seat: int) -> np.ndarray:
-        n = len(self.possible_agents)
-        others = -self.illegal_reward / (n - 1) if self.zero_sum and n > 1 else 0.0
-        return np.array([self.illegal_reward if s == seat else others for s in range(n)])
 
     def _render_text(self) -> str:
         return str(self.state)
