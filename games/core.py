@@ -426,7 +426,6 @@ class TextGameEnv(TurnTakingEnv):
             return Parsed(None, f"'{move}' is not legal now; legal moves: {', '.join(legal)}")
         return Parsed(move)
 
-
     def _render_text(self) -> str:
         return self.rules.render()
 

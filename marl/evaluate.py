@@ -9,6 +9,8 @@ log-probs at the policy's sampling temperature — the forced-choice policy itse
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 import games
@@ -44,13 +46,20 @@ def kuhn_strategy(
 ) -> dict[str, float]:
     """Probability of the aggressive move (bet or call) at each information set."""
     asked = [_infoset_request(key, Sampling(temperature), adapter, compact) for key in kuhn_analysis.INFOSETS]
-    role = SeatRole("kuhn_poker", compact)
-    scored = policy.score([r for r, _ in asked], [[role.format_move(m) for m in legal] for _, legal in asked])
+    read = move_probabilities(policy, asked, SeatRole("kuhn_poker", compact), temperature)
     strategy = {}
-    for key, (_, legal), row in zip(kuhn_analysis.INFOSETS, asked, scored):
-        probs = choice_probabilities(row, temperature)  # exactly as forced choice plays
+    for key, (_, legal), probs in zip(kuhn_analysis.INFOSETS, asked, read):
         strategy[key] = float(probs[legal.index("bet" if "bet" in legal else "call")])
     return strategy
+
+
+def move_probabilities(
+    policy: Policy, asked: Sequence[tuple[Request, Sequence[str]]], role: SeatRole, temperature: float
+) -> list[np.ndarray]:
+    """Forced choice's distribution over each request's legal moves, exactly as play draws from it:
+    every move scored in one batched call, the softmax of their log-probs at ``temperature``."""
+    scored = policy.score([r for r, _ in asked], [[role.format_move(m) for m in legal] for _, legal in asked])
+    return [choice_probabilities(row, temperature) for row in scored]
 
 
 def results_against(episodes: list[Episode], member: str) -> dict[str, float]:

@@ -25,9 +25,9 @@ from games import kuhn_analysis
 from games.play import derive_seed
 from games.task_forge.families import FAMILIES, heldout
 from games.task_forge.players import SkilledExecutor
-from marl.evaluate import kuhn_strategy, results_against
+from marl.evaluate import kuhn_strategy, move_probabilities, results_against
 from marl.policy import Request, Sampling
-from marl.rollout import MatchSpec, choice_probabilities
+from marl.rollout import MatchSpec
 from marl.hf import HFPolicy
 from marl.learner import load_weights, trainable_weights
 from marl.members import MEMBER, Member, load_model
@@ -198,11 +198,9 @@ class OpenSpielExploitability:
         """``member``'s move probabilities at every information state: a model's as forced choice
         plays them, a random player's uniform; None for a player we cannot read."""
         if isinstance(member.policy, HFPolicy):
-            role = SeatRole(self.game, compact)
-            sampling = Sampling(member.temperature)
-            requests = [Request(role.messages(s.prompt), sampling, member.adapter) for s in self.states]
-            scored = member.policy.score(requests, [[role.format_move(m) for m in s.moves] for s in self.states])
-            probs = [choice_probabilities(row, member.temperature).astype(float) for row in scored]
+            role, sampling = SeatRole(self.game, compact), Sampling(member.temperature)
+            asked = [(Request(role.messages(s.prompt), sampling, member.adapter), s.moves) for s in self.states]
+            probs = [p.astype(float) for p in move_probabilities(member.policy, asked, role, member.temperature)]
             return {s.key: (p / p.sum()).tolist() for s, p in zip(self.states, probs)}  # sums to 1 in float64, as analysed
         if member.scripted is not None and member.scripted.name == "random":
             return {s.key: [1 / len(s.moves)] * len(s.moves) for s in self.states}
@@ -244,11 +242,9 @@ def exact_exploitability(game: str) -> bool:
     """Whether ``game``'s exploitability is measured exactly: two-player zero-sum, and small enough
     to enumerate every iteration — actions ** length, a bound on the moves of one deal, at most
     ``MAX_TREE`` (Kuhn 8, Leduc 6,561, 4-card Goofspiel 65,536; not Liar's dice's 13 ** 13)."""
-    import pyspiel
-
-    spiel = games.make(game).game
-    zero_sum = spiel.get_type().utility == pyspiel.GameType.Utility.ZERO_SUM
-    return spiel.num_players() == 2 and zero_sum and spiel.num_distinct_actions() ** spiel.max_game_length() <= MAX_TREE
+    env = games.make(game)
+    spiel = env.game
+    return spiel.num_players() == 2 and env.zero_sum and spiel.num_distinct_actions() ** spiel.max_game_length() <= MAX_TREE
 
 
 EVALUATIONS = {"task_forge": Heldout}  # game -> what eval.every runs; every other game: Opponents

@@ -219,9 +219,10 @@ class Trackers:
         self.trackers: dict[str, Tracker] = {
             name: KINDS[name](self.run_dir, state.get(name), config, resumed) for name in names
         }  # fmt: skip
-        if self.trackers:
-            write_text(path, json.dumps({name: t.state for name, t in self.trackers.items()}))
-        for iteration, metrics in _iterations(self.run_dir / "events.jsonl"):
+        if not self.trackers:
+            return
+        write_text(path, json.dumps({name: t.state for name, t in self.trackers.items()}))
+        for iteration, metrics in _iterations(self.run_dir / "events.jsonl"):  # what a tracker lacks of iterations 1…resumed
             self.log(iteration, metrics)
 
     def log(self, iteration: int, metrics: Mapping[str, Any]) -> None:
