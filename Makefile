@@ -39,14 +39,15 @@ install: system-deps $(VENV)/.installed
 demo: install
 	$(BIN)/coevo train examples/kuhn_tiny.toml --iterations 10
 
-# Two workers, tests handed out as they free up (the long ones would otherwise pin one worker).
+# Two workers, tests handed out as they free up (the long ones would otherwise pin one worker);
+# the 25 slowest listed at the end, to keep CI's 30 minutes in view.
 test: install
-	$(BIN)/python -m pytest -n 2 --dist worksteal
+	$(BIN)/python -m pytest -n 2 --dist worksteal --durations=25
 
 # Every benchmark the README quotes, with the arguments it quotes (about an hour and a half on 2 cores).
 BENCHMARKS := env_speed.py rollout_speed.py learner_speed.py pool_overhead.py "learning_kuhn.py --seeds 0 1" \
 	"population_emergence.py --seeds 0 1" population_overhead.py coevolution_curricula.py population_memory.py \
-	async_speed.py learning_async.py
+	async_speed.py learning_async.py "learning_leduc.py --seeds 0 1"
 
 bench: install
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b"; $(BIN)/python benchmarks/$$b || exit 1; done

@@ -28,15 +28,21 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 CONFIGS = {"rae": EXAMPLES / "kuhn_tiny.toml", "reinforce": EXAMPLES / "kuhn_tiny_reinforce.toml"}
 
 
-def train(path: Path, seed: int, iterations: int | None, overrides: list[str]) -> dict:
-    """One run; its exploitability summary, read back from the run directory's events."""
+def trained_events(path: Path, seed: int, iterations: int | None, overrides: list[str]) -> tuple[list[dict], float]:
+    """One run of the config at ``path`` from ``seed`` (model and matches), without evaluation
+    matches: its events and its wall-clock seconds."""
     sets = [f"seed={seed}", f"model_seed={seed}", "eval.every=0", *overrides]
     config = load_config(path, sets + ([f"iterations={iterations}"] if iterations else []))
     with tempfile.TemporaryDirectory() as run_dir:
         start = time.perf_counter()
         Trainer(config, Path(run_dir)).run()
         seconds = time.perf_counter() - start
-        records = [json.loads(line) for line in (Path(run_dir) / "events.jsonl").read_text().splitlines()]
+        return [json.loads(line) for line in (Path(run_dir) / "events.jsonl").read_text().splitlines()], seconds
+
+
+def train(path: Path, seed: int, iterations: int | None, overrides: list[str]) -> dict:
+    """One run; its exploitability summary, read back from the run directory's events."""
+    records, seconds = trained_events(path, seed, iterations, overrides)
     initial = next(r for r in records if r["kind"] == "start")["kuhn/exploitability"]
     its = [r for r in records if r["kind"] == "iteration"]
     curve = [r["kuhn/exploitability"] for r in its]

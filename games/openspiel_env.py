@@ -57,12 +57,12 @@ RULES: dict[str, str] = {
         " takes the pot. Your state is your card, then the moves so far (p = pass, b = bet)."
     ),
     "leduc_poker": (
-        "Six cards, two each of J, Q, K (OpenSpiel numbers them 0-5: 0-1 are J, 2-3 Q, 4-5 K). Each"
-        " player antes 1 chip and gets one private card; a betting round follows, then one public"
-        " card is dealt and a second round. A raise is 2 chips in the first round and 4 in the"
-        " second, at most two per round; folding gives the pot away. At the showdown a card pairing"
-        " the public card wins, else the higher card; equal ranks split the pot. Your state lists"
-        " each round's actions as numbers: 0 = fold, 1 = call, 2 = raise."
+        "Six cards, two each of J, Q, K. Each player antes 1 chip and gets one private card; a"
+        " betting round follows, then one public card is dealt and a second round. The same"
+        " player acts first in both rounds. Moves: call (a check when nothing is owed), raise"
+        " (2 chips in the first round, 4 in the second, at most two per round) and fold, which"
+        " gives the pot away. At the showdown a card pairing the public card wins, else the"
+        " higher card; equal ranks split the pot."
     ),
     "liars_dice": (
         "Each player rolls their dice in secret. Players take turns either to bid 'q-f', claiming"
@@ -99,6 +99,33 @@ RULES: dict[str, str] = {
         " its bid; the others earn 0."
     ),
 }
+
+
+def leduc_view(info_state: str, player: int, first: int) -> str:
+    """Leduc's information state in words, for the default two-player deck.
+
+    OpenSpiel writes it as ``[Private: 3]…[Public: 0][Round1: 1 2 1][Round2: ]``: card and action
+    ids a reader must decode. Here the betting reads as moves by "you" and "opponent", and the
+    cards come last, own card at the very end, where a small model trained from scratch must
+    decide on them (the lesson of Kuhn poker's compact prompts). Suits are dropped: they never
+    matter in Leduc, so the policy is a function of the suit-isomorphic information state.
+    """
+    field = dict(re.findall(r"\[(\w+): ?([^\]]*)\]", info_state))
+    who = ["you", "opponent"] if first == player else ["opponent", "you"]
+    lines = []
+    for r in (1, 2):
+        said = [f"{who[i % 2]} {LEDUC_MOVES[int(a)]}" for i, a in enumerate(field[f"Round{r}"].split())]
+        lines.append(f"Round {r} betting: {', '.join(said) or 'none yet'}.")
+    public = field.get("Public")
+    lines.append(f"Public card: {LEDUC_RANKS[int(public) // 2] if public else 'not dealt yet'}.")
+    lines.append(f"Your card: {LEDUC_RANKS[int(field['Private']) // 2]}")
+    return "\n".join(lines)
+
+
+LEDUC_MOVES = ("fold", "call", "raise")  # OpenSpiel's action ids
+LEDUC_RANKS = "JQK"  # card id // 2 in the two-player deck
+
+
 SIMULTANEOUS_NOTE = (
     "OpenSpiel plays this game with simultaneous moves; here players choose in turn, and nobody"
     " sees another's choice of the same round before making their own."
@@ -196,6 +223,9 @@ class OpenSpielEnv(TurnTakingEnv):
         self._view_is_observation = kind.information == pyspiel.GameType.Information.PERFECT_INFORMATION or (
             not kind.provides_information_state_string
         )
+        params = base.get_parameters()
+        two_player_deck = [params.get(k) for k in ("players", "suit_isomorphism", "action_mapping")] == [2, False, False]
+        self._leduc_first = params["starting_player"] if kind.short_name == "leduc_poker" and two_player_deck else None
         rules = [f"You are playing {kind.long_name} (OpenSpiel {base}) with {self.game.num_players()} players."]
         rules += [RULES[kind.short_name]] if kind.short_name in RULES else []
         rules += [SIMULTANEOUS_NOTE] if kind.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS else []
@@ -244,8 +274,13 @@ class OpenSpielEnv(TurnTakingEnv):
             status = "The match is over."
         else:
             status = f"Waiting for player_{state.current_player()} to move."
-        view = state.observation_string(player) if self._view_is_observation else state.information_state_string(player)
-        head = f"{self.rules_text}\n\nYou are player_{player}. Your view of the game, as OpenSpiel writes it:\n"
+        head = f"{self.rules_text}\n\nYou are player_{player}. Your view of the game"
+        if self._leduc_first is not None:
+            view, head = leduc_view(state.information_state_string(player), player, self._leduc_first), f"{head}:\n"
+        elif self._view_is_observation:
+            view, head = state.observation_string(player), f"{head}, as OpenSpiel writes it:\n"
+        else:
+            view, head = state.information_state_string(player), f"{head}, as OpenSpiel writes it:\n"
         room = PROMPT_MAX_CHARS - len(head) - len(status) - 1
         return f"{head}{view.rstrip()[-room:]}\n{status}"  # a view too long for the window keeps its end
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 
@@ -51,6 +53,17 @@ def test_learning_kuhn_reports_both_estimators():
         assert 0 <= row["best"] <= row["final"] and 0 <= row["averaged"] and row["initial"] > 0
     assert report["rae"]["initial"] == report["reinforce"]["initial"], "same seeds, same initial model"
     assert "final_ratio_reinforce_over_rae" in report
+
+
+def test_learning_leduc_reports_exploitability_against_the_untrained_policy():
+    pytest.importorskip("pyspiel")
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "learning_leduc.py"), "--quick"], capture_output=True, text=True, check=True
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    (curve,) = report["curves"]
+    assert report["iterations"] == len(curve) == 2 and 0 < report["best"]["min"] <= report["final"]["max"]
+    assert report["final_over_initial"]["mean"] == pytest.approx(curve[-1] / report["initial"]["mean"])
 
 
 def test_pool_overhead_reports_the_ratio_and_break_even():
