@@ -172,13 +172,15 @@ def _game_options(game: str, items: list[str]) -> dict:
 def _default_players(game: str, p0: str, p1: str, options: dict) -> dict[str, str]:
     if game == "task_forge":
         return {s: FORGE_DEFAULTS[s] for s in games.make(game, **options).possible_agents}
+    if game.startswith("graph/"):  # one team: every node's seat the first player unless --seat says otherwise
+        return dict.fromkeys(games.make(game, **options).possible_agents, p0)
     return {"player_0": p0, "player_1": p1}
 
 
 @app.command()
 def match(
     game: Annotated[str, typer.Argument(help="Game to play; `coevo games` lists them.")],
-    p0: Annotated[str, typer.Option("--p0", help="Player in the first seat: a model, `human`, or a scripted player.")] = "tiny",
+    p0: Annotated[str, typer.Option("--p0", help="Player in the first seat (every seat of a graph): a model, `human`, or a scripted player.")] = "tiny",
     p1: Annotated[str, typer.Option("--p1", help="Player in the second seat.")] = "random",
     seed: Annotated[int, typer.Option(help="Seeds the deal, the players and sampling.")] = 0,
     mode: Annotated[str, typer.Option(help="How models move: `generate` (free text, parsed) or `choose` (forced choice over legal moves).")] = "generate",

@@ -65,13 +65,18 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
 
 def make(name: str, **kwargs) -> AECEnv:
     """A game by name: one of ours, ``textarena/<id>``, ``openspiel/<game string>`` like
-    ``openspiel/liars_dice(numdice=1)``, or any PettingZoo id like ``classic/rps-v2``."""
+    ``openspiel/liars_dice(numdice=1)``, ``graph/<built-in graph>`` like ``graph/malt``, or any
+    PettingZoo id like ``classic/rps-v2``."""
     if name in GAMES:
         return TextGameEnv(GAMES[name], **kwargs)
     if name.startswith("textarena/"):
         return TextArenaEnv(name.removeprefix("textarena/"), **kwargs)
     if name.startswith("openspiel/"):
         return OpenSpielEnv(name.removeprefix("openspiel/"), **kwargs)
+    if name.startswith("graph/"):  # orchestration graphs compose roles into games in roles/ (DESIGN.md)
+        from roles.graph_game import graph_env
+
+        return graph_env(name.removeprefix("graph/"), **kwargs)
     if "/" in name:
         return PettingZooTextEnv(name, **kwargs)
     raise ValueError(f"unknown game {name!r}; choose one of {', '.join(list())}, openspiel/<game> or a PettingZoo id")
@@ -79,7 +84,9 @@ def make(name: str, **kwargs) -> AECEnv:
 
 def list() -> builtins.list[str]:  # noqa: A001 - the registry's public name, games.list()
     """Every game ``make`` knows by name."""
-    names = [*GAMES, *PETTINGZOO_GAMES]
+    from roles.graph import BUILTIN
+
+    names = [*GAMES, *PETTINGZOO_GAMES, *(f"graph/{g}" for g in BUILTIN)]
     if importlib.util.find_spec("textarena") is not None:
         names += TEXTARENA_GAMES
     if importlib.util.find_spec("pyspiel") is not None:

@@ -35,7 +35,11 @@ class ForgeRole:
     def messages(self, observation: str) -> list[dict[str, str]] | str:
         if self.compact:
             return observation.split("\n\n", 1)[-1]
-        return [{"role": "system", "content": BRIEFS[self.seat]}, {"role": "user", "content": observation}]
+        return [{"role": "system", "content": self.brief}, {"role": "user", "content": observation}]
+
+    @property
+    def brief(self) -> str:
+        return BRIEFS[self.seat]
 
     def format_move(self, move: str) -> str:
         return move

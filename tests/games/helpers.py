@@ -9,6 +9,7 @@ import numpy as np
 
 import games
 from games.play import Player, RandomPlayer
+from roles.graph import BUILTIN
 
 
 def random_players(env) -> dict:
@@ -97,7 +98,20 @@ class TextArenaTrades:
         return f"[Offer: {rng.integers(1, min(3, mine[give]) + 1)} {give} -> {rng.integers(1, min(3, theirs[ask]) + 1)} {ask}]"
 
 
+class GraphTurns:
+    """A turn of an orchestration graph's node, well formed: the task's answer boxed, a random
+    verdict, or a sentence of text, as the node's output asks."""
+
+    def act(self, env, agent: str, rng: np.random.Generator) -> str:
+        rules = env.unwrapped.rules
+        forms = rules.legal_moves()
+        if forms == ["\\boxed{ANSWER}"]:
+            return f"\\boxed{{{rules.task.answer}}}"
+        return forms[rng.integers(len(forms))] if len(forms) > 1 else "Check every step once more."
+
+
 FREE_TEXT_PLAYERS: dict[str, Callable[[], Player]] = {
+    **{f"graph/{name}": GraphTurns for name in BUILTIN},
     "simple_negotiation": NegotiationMoves,
     "textarena/KuhnPoker-v0": lambda: OfferedMoves("Your available actions are:"),
     "textarena/TicTacToe-v0": lambda: OfferedMoves("Available Moves:"),

@@ -265,5 +265,9 @@ def test_every_game_with_a_human_at_the_keyboard(game):
     if game == "task_forge":  # the game reads every text itself: "?" is a move, and an invalid task
         assert not ep.outcome["valid_task"] and "<task>" in ep.outcome["invalid_reason"]
         return
+    if game.startswith("graph/"):  # likewise: "?" is a plan or a critique, and no answer or verdict
+        assert all(t.valid or t.reason.startswith("no \\boxed{") for t in ep.turns) and ep.forfeited_by is None
+        assert not ep.turns[-1].valid, "the scored answer"
+        return
     assert all(not t.valid for t in ep.turns)
     assert ep.forfeited_by is not None if game.startswith("textarena/") else ep.forfeited_by is None

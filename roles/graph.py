@@ -1,0 +1,178 @@
+"""Orchestration graphs: which roles speak, in what order, who sees whose output, what is scored.
+
+The systems this simulator compares each hard-code one topology (``research/roles.md`` §2–§4):
+MALT a generator → verifier → refiner chain, AgentFlow a planner → executor → verifier loop
+closed by a generator, MARTI debates of N agents over R rounds before a judge. Here a topology is
+data: a :class:`GraphSpec`, written as ``[graph]`` TOML or built in Python, validated, and handed
+to networkx as a ``DiGraph`` whose nodes are roles and whose edge ``u → v`` means that ``v`` sees
+``u``'s output.
+
+- A **node** is a role: its brief, what it writes (an ``answer`` in ``\\boxed{}``, a ``verdict``
+  ``\\boxed{accept}``/``\\boxed{reject}`` with a critique, or free ``text``: a plan, a hint, an
+  argument), whether it sees the task's reference answer (a teacher does), how many independent
+  copies speak at each of its turns (``repeats``: k attempts, N debaters), and whether its answer
+  is the graph's outcome (``scored``; by default the answering nodes nobody follows).
+- An **edge** may be conditional: ``when = "wrong"`` (the source's answer was wrong: a teacher
+  only after a wrong answer), ``"correct"``, ``"rejected"`` or ``"accepted"`` (the verdict the
+  source gave). An edge that closes a loop carries ``rounds = N``, the most times it is followed:
+  "revise until the verifier accepts, at most N rounds". A loop without a cap, an edge to an
+  unknown node and a node whose output never reaches a scored node are each refused in one line
+  naming the culprit.
+
+Which built-in graph reproduces which anchor is in :data:`BUILTIN`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Output = Literal["answer", "verdict", "text"]
+Condition = Literal["always", "correct", "wrong", "accepted", "rejected"]
+NEEDS = {"correct": "answer", "wrong": "answer", "accepted": "verdict", "rejected": "verdict"}  # what the source writes
+
+
+class Node(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    brief: str = Field(description="the role's instruction: who it is and what to do")
+    output: Output = Field("answer", description="answer: \\boxed{ANSWER}; verdict: \\boxed{accept|reject}; text")
+    reference: bool = Field(False, description="sees the task's reference answer (a teacher)")
+    repeats: int = Field(1, ge=1, description="copies that speak at each of its turns (k attempts, N debaters)")
+    scored: bool = Field(False, description="its answer is the graph's outcome (default: answering nodes nobody follows)")
+
+
+class Edge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    target: str = Field(description="the node that sees the source's output")
+    when: Condition = Field("always", description="correct/wrong: the source's answer; accepted/rejected: its verdict")
+    rounds: int | None = Field(None, ge=1, description="this edge closes a loop, followed at most this many times")
+
+
+class GraphSpec(BaseModel):
+    """A topology of roles; ``graph()`` is its networkx form."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: dict[str, Node] = Field(min_length=1, description="the roles, by name")
+    edges: list[Edge] = Field(default_factory=list, description="u -> v: v sees u's output")
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> GraphSpec:
+        seen = set()
+        for i, edge in enumerate(self.edges):
+            if (edge.source, edge.target) in seen:
+                raise ValueError(f"edges[{i}]: {edge.source} -> {edge.target} is listed twice")
+            seen.add((edge.source, edge.target))
+            for end in (edge.source, edge.target):
+                if end not in self.nodes:
+                    known = ", ".join(self.nodes)
+                    raise ValueError(f"edges[{i}]: {edge.source} -> {edge.target}: no node {end!r} (nodes: {known})")
+            needed = NEEDS.get(edge.when)
+            if needed and self.nodes[edge.source].output != needed:
+                raise ValueError(f"edges[{i}]: when = {edge.when!r} needs {edge.source!r} to have output = {needed!r}")
+        forward = self.forward()
+        try:
+            cycle = nx.find_cycle(forward)
+        except nx.NetworkXNoCycle:
+            cycle = None
+        if cycle:
+            loop = " -> ".join([*(u for u, _ in cycle), cycle[0][0]])
+            raise ValueError(f"the loop {loop} has no cap: give one of its edges rounds = N")
+        for i, edge in enumerate(self.edges):
+            if edge.rounds is not None and not nx.has_path(forward, edge.target, edge.source):
+                raise ValueError(f"edges[{i}]: {edge.source} -> {edge.target} closes no loop, so rounds caps nothing")
+        for name in self.scored():
+            if self.nodes[name].output != "answer":
+                raise ValueError(f"node {name!r} is scored but writes {self.nodes[name].output}, not an answer")
+        scored = self.scored()
+        if not scored:
+            raise ValueError("no node is scored: mark one scored = true, or end the graph on an answering node")
+        for name in self.nodes:
+            if not any(name == end or nx.has_path(forward, name, end) for end in scored):
+                raise ValueError(f"node {name!r} leads to no scored node ({', '.join(scored)}): nothing it writes is used")
+        return self
+
+    def graph(self) -> nx.DiGraph:
+        """Every node with its attributes, every edge with ``when`` and ``rounds``."""
+        graph = nx.DiGraph()
+        graph.add_nodes_from((name, node.model_dump()) for name, node in self.nodes.items())
+        graph.add_edges_from((e.source, e.target, {"when": e.when, "rounds": e.rounds}) for e in self.edges)
+        return graph
+
+    def forward(self) -> nx.DiGraph:
+        """The graph without the edges that close loops: acyclic in a valid spec, it fixes the
+        order of first turns (a topological order) and who starts."""
+        forward = self.graph()
+        forward.remove_edges_from([(e.source, e.target) for e in self.edges if e.rounds is not None])
+        return forward
+
+    def scored(self) -> list[str]:
+        """The nodes whose answer is the outcome: those marked, else the answering sinks."""
+        marked = [name for name, node in self.nodes.items() if node.scored]
+        if marked:
+            return marked
+        forward = self.forward()
+        return [n for n in forward if forward.out_degree(n) == 0 and self.nodes[n].output == "answer"]
+
+
+def _chain(*names: str) -> list[dict]:
+    return [{"source": a, "target": b} for a, b in zip(names, names[1:])]
+
+
+SOLVE = "Solve the task exactly. End with \\boxed{ANSWER}."
+JUDGE = "Judge the answer you see: one sentence of critique, then \\boxed{accept} or \\boxed{reject}."
+
+# Each anchor's turn structure (research/roles.md), as a graph spec.
+BUILTIN: dict[str, dict] = {
+    # The baseline: one executor answers alone.
+    "solo": {"nodes": {"executor": {"brief": SOLVE}}},
+    # MALT (§2): g ~ G(q), v ~ V(q, g), r ~ R(q, g, v); the refiner's answer is graded.
+    "malt": {
+        "nodes": {
+            "generator": {"brief": SOLVE},
+            "verifier": {"brief": "Critique the generator's answer: find its mistakes, if any.", "output": "text"},
+            "refiner": {"brief": "Give the final answer, using the critique where it is right. End with \\boxed{ANSWER}."},
+        },
+        "edges": [*_chain("generator", "verifier", "refiner"), {"source": "generator", "target": "refiner"}],
+    },
+    # AgentFlow (§3.1): the planner sets the next sub-goal, the executor carries it out, the
+    # verifier says stop or continue (at most 3 steps, training's TOOL_STEPS: 2 more after the
+    # first), then the generator answers.
+    "agentflow": {
+        "nodes": {
+            "planner": {"brief": "Plan the next step towards solving the task, in one or two sentences.", "output": "text"},
+            "executor": {"brief": "Carry out the planner's step and report its result.", "output": "text"},
+            "verifier": {"brief": "Is the task solved by the steps so far? Accept to stop, reject to continue. "
+                                  "One sentence, then \\boxed{accept} or \\boxed{reject}.", "output": "verdict"},
+            "generator": {"brief": "Give the task's answer from the steps so far. End with \\boxed{ANSWER}."},
+        },
+        "edges": [
+            *_chain("planner", "executor", "verifier"),
+            {"source": "verifier", "target": "planner", "when": "rejected", "rounds": 2},
+            {"source": "verifier", "target": "generator"},
+            {"source": "executor", "target": "generator"},  # the memory of steps the generator answers from
+        ],
+    },
+    # MARTI's multi-agent debate (MAD, §4.1): 3 debaters answer, then see each other's answers
+    # and answer again: 2 rounds in all, so the loop is followed once; a judge gives the final answer.
+    "debate": {
+        "nodes": {
+            "debater": {"brief": "Answer the task; weigh the other debaters' answers if you see them. "
+                                 "End with \\boxed{ANSWER}.", "repeats": 3},
+            "judge": {"brief": "Read the debate and give the final answer. End with \\boxed{ANSWER}."},
+        },
+        "edges": [{"source": "debater", "target": "debater", "rounds": 1}, {"source": "debater", "target": "judge"}],
+    },
+}  # fmt: skip
+
+
+def builtin(name: str) -> GraphSpec:
+    """A built-in graph by name; ValueError listing the names for any other."""
+    if name not in BUILTIN:
+        raise ValueError(f"no built-in graph {name!r} (built-in: {', '.join(BUILTIN)})")
+    return GraphSpec.model_validate(BUILTIN[name])

@@ -1,0 +1,205 @@
+"""An orchestration graph compiled to a game: each node a seat, turns in the graph's order.
+
+``graph_env("malt")`` (or any :class:`roles.graph.GraphSpec`) is a PettingZoo AEC env served by
+:class:`games.core.TextGameEnv`, so it passes the same checkers as every game. One match is one
+task, drawn from the task forge families with the env's seed.
+
+Turn order, with loops unrolled to their caps:
+
+- Nodes speak in a topological order of the graph without its loop edges. A node with no
+  predecessor there starts enabled; another is enabled when an edge into it fires, that is, when
+  its source has spoken and the edge's condition (``when``) held.
+- A node with ``repeats = k`` speaks as k seats (``debater_0`` … ``debater_2``), one after the
+  other; the copies see the same thing: what was said before their node's turn.
+- After a node speaks, a loop edge out of it whose condition holds and that is under its cap
+  (``rounds``) fires first: the pass goes back to the loop's target, and the node's other edges
+  wait until the loop is done (AgentFlow's generator answers only once the verifier stops).
+- The match ends when no enabled node is left.
+
+A seat sees the task (and its reference answer when the node has ``reference``), then every turn
+so far of the nodes with an edge into its node and of its own node, in the order they were
+spoken, then its brief. What a turn fails to say is judged inside the game, as in task forge: an
+answer without ``\\boxed{}`` or a verdict that is neither accept nor reject is an invalid turn
+with its reason (a verdict that cannot be read fires no conditional edge), and the match goes on.
+
+Every seat earns the share of scored answers that are correct, when the match ends: the joint
+outcome MALT and AgentFlow broadcast to every role. How each node's turns are credited from it is
+the trainer's choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from games.core import GameInfo, Parsed, Rules, TextGameEnv
+from games.task_forge.families import FAMILIES, answers_match, generate
+from roles.forge import ForgeRole
+from roles.formats import read_answer, read_verdict
+from roles.graph import GraphSpec, builtin
+
+FORMS = {"answer": ["\\boxed{ANSWER}"], "verdict": ["\\boxed{accept}", "\\boxed{reject}"], "text": ["free text"]}
+UNREAD = {"answer": "no \\boxed{ANSWER} in the output", "verdict": "no \\boxed{accept} or \\boxed{reject} in the output"}
+VERDICT_OF = {"accepted": "accept", "rejected": "reject"}
+SHOWN_CHARS = 1500  # of one earlier turn, in a later seat's view
+
+
+def seats_of(spec: GraphSpec) -> tuple[str, ...]:
+    """Seat names: the node's name, or ``node_i`` for each of its copies."""
+    return tuple(
+        name if node.repeats == 1 else f"{name}_{i}" for name, node in spec.nodes.items() for i in range(node.repeats)
+    )
+
+
+@dataclass
+class Turn:
+    node: str
+    seat: str
+    text: str
+    read: str | None  # the answer or verdict read from the text; None for free text or when unread
+
+
+class GraphGame(Rules):
+    """The rules of one match of a graph (see the module docstring)."""
+
+    moves = None
+
+    def __init__(self, rng: np.random.Generator, spec: GraphSpec, name: str = "custom", families: tuple[str, ...] = FAMILIES):
+        self.spec, self.graph = spec, spec.graph()
+        seats = seats_of(spec)
+        self.order = list(nx.lexicographical_topological_sort(spec.forward(), key=list(spec.nodes).index))
+        caps = sum(e.rounds or 0 for e in spec.edges)
+        self.info = GameInfo(f"graph_{name}", 1, seats, False, 0.0, 1.0, len(seats) * (1 + caps))
+        self.rules_text = (
+            f"You are one of the roles of the {name} graph: {', '.join(spec.nodes)}. Each role sees the task and what"
+            " the roles before it said, then does its part. The answer of the last role is graded."
+        )
+        self.task = generate(families[rng.integers(len(families))], tuple(rng.random(2)), rng)
+        self.turns: list[Turn] = []
+        self.loops_taken = dict.fromkeys(((e.source, e.target) for e in spec.edges if e.rounds), 0)
+        self.enabled = {n for n in spec.nodes if spec.forward().in_degree(n) == 0}
+        self._queue: list[str] = []  # the seats of the node now speaking, still to speak
+        self._flaw = ""
+        self._next_node(-1)
+
+    # ---- whose turn ----
+
+    def _next_node(self, after: int) -> None:
+        """Queue the seats of the first enabled node after position ``after`` in the order."""
+        for i in range(after + 1, len(self.order)):
+            node = self.order[i]
+            if node in self.enabled:
+                self.enabled.discard(node)
+                copies = self.spec.nodes[node].repeats
+                self._queue = [node] if copies == 1 else [f"{node}_{c}" for c in range(copies)]
+                self._speaking, self._began = node, len(self.turns)
+                return
+        self._queue, self._speaking = [], None
+
+    @property
+    def to_move(self) -> int | None:
+        return self.info.seats.index(self._queue[0]) if self._queue else None
+
+    def legal_moves(self) -> list[str]:
+        return list(FORMS[self.spec.nodes[self._speaking].output]) if self._queue else []
+
+    def parse(self, text: str, lenient: bool = False) -> Parsed:
+        """Every text is a turn; what it fails to say is judged in the game (see the module docstring)."""
+        return Parsed(text)
+
+    def flaw(self) -> str:
+        return self._flaw
+
+    def turn_tag(self) -> str:
+        return self._speaking or ""
+
+    # ---- a turn ----
+
+    def apply(self, move: str) -> list[float]:
+        node, output = self._speaking, self.spec.nodes[self._speaking].output
+        read = read_answer(move) if output == "answer" else read_verdict(move) if output == "verdict" else None
+        self._flaw = UNREAD[output] if output != "text" and read is None else ""
+        self.turns.append(Turn(node, self._queue.pop(0), move, read))
+        if self._queue:
+            return [0.0] * len(self.info.seats)
+        self._fire(node)
+        if self._speaking is not None:
+            return [0.0] * len(self.info.seats)
+        share = self.outcome()["correct_share"]
+        return [share] * len(self.info.seats)
+
+    def _holds(self, when: str, node: str) -> bool:
+        if when == "always":
+            return True
+        read = [t.read for t in self.turns if t.node == node][-1]
+        if when in ("correct", "wrong"):
+            return (read is not None and answers_match(read, self.task.answer)) == (when == "correct")
+        return read == VERDICT_OF[when]
+
+    def _fire(self, node: str) -> None:
+        """After ``node``'s seats have all spoken: a loop back, else its forward edges."""
+        out = self.graph.out_edges(node, data=True)
+        for _, target, data in out:
+            key = (node, target)
+            if data["rounds"] and self.loops_taken[key] < data["rounds"] and self._holds(data["when"], node):
+                self.loops_taken[key] += 1
+                self.enabled.add(target)
+                self._next_node(self.order.index(target) - 1)
+                return
+        for _, target, data in out:
+            if not data["rounds"] and self._holds(data["when"], node):
+                self.enabled.add(target)
+        self._next_node(self.order.index(node))
+
+    # ---- what a seat sees ----
+
+    def view(self, seat: int) -> str:
+        name = self.info.seats[seat]
+        node = next(n for n in self.spec.nodes if name == n or name.rsplit("_", 1)[0] == n)
+        spec = self.spec.nodes[node]
+        lines = [f"Task: {self.task.statement}"]
+        if spec.reference:
+            lines.append(f"Reference answer: {self.task.answer}")
+        sees = {node, *self.graph.predecessors(node)}
+        for turn in self.turns[: self._began] if node == self._speaking else self.turns:
+            if turn.node in sees:
+                lines.append(f"{'You' if turn.seat == name else turn.seat} said: {turn.text[:SHOWN_CHARS]}")
+        lines.append(f"You are the {node}. {spec.brief}")
+        return "\n".join(lines)
+
+    def render(self) -> str:
+        said = "\n".join(f"{t.seat}: {t.text[:80]!r} -> {t.read!r}" for t in self.turns)
+        return f"task ({self.task.family}): {self.task.statement}\nanswer: {self.task.answer}\n{said}"
+
+    def outcome(self) -> dict:
+        """The task, each turn, and the scored answers: ``correct_share`` of them right."""
+        scored = [t for t in self.turns if t.node in self.spec.scored()]
+        last = {t.seat: t for t in scored}  # each scored seat's last answer
+        right = [t.read is not None and answers_match(t.read, self.task.answer) for t in last.values()]
+        return {
+            "family": self.task.family,
+            "answer": self.task.answer,
+            "turns": [(t.seat, t.read) for t in self.turns],
+            "loops": {f"{u}->{v}": n for (u, v), n in self.loops_taken.items()},
+            "correct_share": sum(right) / len(right) if right else 0.0,
+        }
+
+
+def graph_env(graph: str | GraphSpec, render_mode: str | None = None, **options) -> TextGameEnv:
+    """A graph (a built-in's name or a spec) as a PettingZoo AEC env; ``options`` go to
+    :class:`GraphGame` (``families``: the task families to draw from)."""
+    spec = builtin(graph) if isinstance(graph, str) else graph
+    name = graph if isinstance(graph, str) else "custom"
+    return TextGameEnv(GraphGame, render_mode=render_mode, spec=spec, name=name, **options)
+
+
+@dataclass(frozen=True)
+class GraphRole(ForgeRole):
+    """A node's seat as an LLM sees it. Its brief closes the observation (the game knows the
+    graph), so the system prompt only frames the turn; the game judges the output, as in task forge."""
+
+    @property
+    def brief(self) -> str:
+        return "You play one role of a team that solves tasks together. Do your role's part, as the last line says."

@@ -1,0 +1,194 @@
+"""Orchestration graphs played as PettingZoo games: the checkers, and golden turn orders and views."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pettingzoo.test import api_test, render_test, seed_test
+from typer.testing import CliRunner
+
+import games
+from coevo.cli import app
+from marl.config import load_config
+from marl.episode import Episode, read_jsonl
+from marl.train import Trainer
+from roles.graph import BUILTIN, GraphSpec
+from roles.graph_game import graph_env
+from tests.runs import events
+
+DEBATE_ORDER = ["debater_0", "debater_1", "debater_2"] * 2
+
+
+def play(env, say) -> list[str]:
+    """A whole match, each seat saying ``say(seat, rules)``; the seats in the order they spoke."""
+    order = []
+    while not any(env.terminations.values()) and not any(env.truncations.values()):
+        seat = env.agent_selection
+        order.append(seat)
+        env.step(say(seat, env.unwrapped.rules))
+    return order
+
+
+def boxed(text: str) -> str:
+    return f"\\boxed{{{text}}}"
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_pettingzoo_checkers(name):
+    api_test(graph_env(name), num_cycles=100)
+    seed_test(lambda: graph_env(name), num_cycles=50)
+    render_test(lambda render_mode=None: graph_env(name, render_mode=render_mode))
+
+
+@pytest.mark.parametrize(
+    ("name", "order"),
+    [
+        ("solo", ["executor"]),
+        ("malt", ["generator", "verifier", "refiner"]),
+        ("debate", [*DEBATE_ORDER, "judge"]),
+    ],
+)
+def test_turn_order_of_each_builtin(name, order):
+    env = graph_env(name)
+    env.reset(seed=0)
+    assert play(env, lambda seat, rules: boxed(rules.task.answer)) == order
+    assert set(env.rewards.values()) == {1.0}, "a right final answer pays every seat"
+
+
+def agentflow_script(verdicts: list[str]):
+    said = iter(verdicts)
+
+    def say(seat: str, rules) -> str:
+        return {"planner": "plan", "executor": "result", "generator": boxed("0")}.get(seat) or boxed(next(said))
+
+    return say
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "rounds"), [(["accept"], 1), (["reject", "accept"], 2), (["reject", "reject", "reject"], 3)]
+)
+def test_agentflow_loops_until_the_verifier_accepts_at_most_three_steps(verdicts, rounds):
+    env = graph_env("agentflow")
+    env.reset(seed=1)
+    order = play(env, agentflow_script(verdicts))
+    assert order == ["planner", "executor", "verifier"] * rounds + ["generator"]
+    assert env.unwrapped.rules.outcome()["loops"] == {"verifier->planner": rounds - 1}
+
+
+def views_while_playing(env, say) -> dict[str, list[str]]:
+    """Each seat's view at each of its turns, in a whole match."""
+    seen: dict[str, list[str]] = {}
+
+    def look_then_say(seat, rules):
+        seen.setdefault(seat, []).append(rules.view(rules.info.seats.index(seat)))
+        return say(seat, rules)
+
+    play(env, look_then_say)
+    return seen
+
+
+def test_malts_refiner_sees_the_task_the_answer_and_the_critique_and_nothing_else():
+    env = graph_env("malt")
+    env.reset(seed=2)
+    said = {"generator": "I think \\boxed{41}", "verifier": "The sum is off by one.", "refiner": boxed("42")}
+    seen = views_while_playing(env, lambda seat, rules: said[seat])
+    task = f"Task: {env.unwrapped.rules.task.statement}"
+    assert seen["verifier"] == [
+        f"{task}\ngenerator said: I think \\boxed{{41}}\n"
+        "You are the verifier. Critique the generator's answer: find its mistakes, if any."
+    ]
+    assert seen["refiner"] == [
+        f"{task}\ngenerator said: I think \\boxed{{41}}\nverifier said: The sum is off by one.\n"
+        "You are the refiner. Give the final answer, using the critique where it is right. End with \\boxed{ANSWER}."
+    ]
+
+
+def test_debaters_see_each_others_answers_from_the_round_before():
+    env = graph_env("debate")
+    env.reset(seed=3)
+    seen = views_while_playing(env, lambda seat, rules: boxed(seat))
+    first, second = seen["debater_1"]
+    assert "said" not in first  # round 1: the task only
+    assert "debater_0 said: \\boxed{debater_0}\nYou said: \\boxed{debater_1}\ndebater_2 said: \\boxed{debater_2}\n" in second
+    assert seen["debater_0"][1].count(" said: ") == 3, "round 2 sees round 1 only, not round 2's earlier speakers"
+    (judge,) = seen["judge"]
+    assert judge.count(" said: ") == 6
+
+
+TEACHER = GraphSpec.model_validate(
+    {
+        "nodes": {
+            "executor": {"brief": "Solve it."},
+            "teacher": {"brief": "Hint.", "output": "text", "reference": True},
+            "retry": {"brief": "Try again.", "scored": True},
+        },
+        "edges": [
+            {"source": "executor", "target": "teacher", "when": "wrong"},
+            {"source": "teacher", "target": "retry"},
+            {"source": "executor", "target": "retry", "when": "correct"},
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize("right", [True, False])
+def test_a_conditional_edge_brings_the_teacher_only_after_a_wrong_answer(right):
+    env = graph_env(TEACHER)
+    env.reset(seed=4)
+    answer = env.unwrapped.rules.task.answer
+    order = play(env, lambda seat, rules: boxed(answer if right else "nope") if seat == "executor" else boxed(answer))
+    assert order == (["executor", "retry"] if right else ["executor", "teacher", "retry"])
+    if not right:
+        assert f"Reference answer: {answer}" in env.unwrapped.rules.view(1)
+
+
+def test_output_that_cannot_be_read_is_an_invalid_turn_and_the_match_goes_on():
+    env = graph_env("agentflow")
+    env.reset(seed=5)
+    env.step("plan")
+    env.step("result")
+    env.step("I am not sure.")  # neither accept nor reject: no loop, the generator answers
+    assert env.infos["verifier"] == {"move": "I am not sure.", "valid": False, "reason": "no \\boxed{accept} or \\boxed{reject} in the output"}
+    assert env.agent_selection == "generator"
+    env.step("forty-two")
+    assert env.infos["generator"]["reason"] == "no \\boxed{ANSWER} in the output" and set(env.rewards.values()) == {0.0}
+
+
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**16), texts=st.lists(st.text(max_size=30), min_size=30, max_size=30))
+def test_any_text_plays_every_builtin_to_its_end_within_the_turn_cap(seed, texts):
+    for name in BUILTIN:
+        env = graph_env(name)
+        env.reset(seed=seed)
+        said = iter(texts)
+        play(env, lambda seat, rules: next(said))
+        assert all(env.terminations.values()) and not any(env.truncations.values())
+        assert set(env.rewards.values()) <= {0.0}
+
+
+def test_games_make_serves_the_builtins_by_name():
+    env = games.make("graph/malt", max_turns=2)
+    assert env.possible_agents == ["generator", "verifier", "refiner"] and env.max_turns == 2
+    assert "graph/debate" in games.list() and games.known("graph/agentflow")
+
+
+def test_coevo_match_plays_a_graph_turn_by_turn(tmp_path):
+    path = tmp_path / "episode.json"
+    result = CliRunner().invoke(app, ["match", "graph/debate", "--seat", "judge=random", "--max-new-tokens", "4", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "Turn 7 · judge (random" in result.output and "Turn 8" not in result.output
+    episode = Episode.model_validate_json(path.read_text())
+    assert [t.seat for t in episode.turns] == [*DEBATE_ORDER, "judge"]
+
+
+def test_the_trainer_plays_and_trains_every_node_of_a_graph(tmp_path):
+    config = tmp_path / "debate.toml"
+    config.write_text(
+        'seed = 0\niterations = 1\nmodel = "tiny"\n[games]\n"graph/debate" = 1.0\n'
+        "[rollout]\nmatches = 2\nconcurrency = 2\nmax_new_tokens = 4\n[eval]\nevery = 0\n"
+    )
+    Trainer(load_config(config), tmp_path / "run").run()
+    (it,) = [r for r in events(tmp_path / "run") if r["kind"] == "iteration"]
+    assert it["learner/samples"] == 2 * 7, "every turn of every seat trains the one policy"
+    assert {f"graph/debate/{seat}/invalid_rate" for seat in [*DEBATE_ORDER[:3], "judge"]} <= it.keys()
+    episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
+    assert all([t.seat for t in e.turns] == [*DEBATE_ORDER, "judge"] for e in episodes)
