@@ -57,17 +57,22 @@ def train(path: Path, seed: int, iterations: int | None, overrides: list[str]) -
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def learning_arguments(doc: str) -> tuple[list[int], int | None, list[str]]:
+    """A learning benchmark's command line: its seeds, the iterations per run (None: the
+    config's), and the config overrides (``--quick``: 2 iterations of 8 matches, a smoke test)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, help="iterations per run (default: the config's)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--quick", action="store_true", help="2 iterations of 8 matches: a smoke test")
     args = parser.parse_args()
-    overrides = ["rollout.matches=8"] if args.quick else []
-    iterations = 2 if args.quick else args.iterations
-    report: dict = {"benchmark": "learning_kuhn", "seeds": args.seeds}
+    return args.seeds, 2 if args.quick else args.iterations, ["rollout.matches=8"] if args.quick else []
+
+
+def main() -> None:
+    seeds, iterations, overrides = learning_arguments(__doc__)
+    report: dict = {"benchmark": "learning_kuhn", "seeds": seeds}
     for name, path in CONFIGS.items():
-        runs = [train(path, seed, iterations, overrides) for seed in args.seeds]
+        runs = [train(path, seed, iterations, overrides) for seed in seeds]
         report[name] = {key: statistics.mean(r[key] for r in runs) for key in runs[0]}
         report[name]["per_seed_final"] = [r["final"] for r in runs]
     report["iterations"] = iterations or load_config(CONFIGS["rae"]).iterations

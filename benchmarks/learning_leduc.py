@@ -11,12 +11,11 @@ training lowered it. Uniform play is 2.37; always calling 1.47; 0 is a Nash equi
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 from pathlib import Path
 
-from learning_kuhn import trained_events
+from learning_kuhn import learning_arguments, trained_events
 
 CONFIG = Path(__file__).parent.parent / "examples" / "openspiel_leduc_tiny.toml"
 METRIC = "leduc_poker/exploitability"
@@ -39,14 +38,9 @@ def train(seed: int, iterations: int | None, overrides: list[str]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, help="iterations per run (default: the config's)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--quick", action="store_true", help="2 iterations of 8 matches: a smoke test")
-    args = parser.parse_args()
-    overrides = ["rollout.matches=8"] if args.quick else []
-    runs = [train(seed, 2 if args.quick else args.iterations, overrides) for seed in args.seeds]
-    report: dict = {"benchmark": "learning_leduc", "seeds": args.seeds, "iterations": len(runs[0]["curve"])}
+    seeds, iterations, overrides = learning_arguments(__doc__)
+    runs = [train(seed, iterations, overrides) for seed in seeds]
+    report: dict = {"benchmark": "learning_leduc", "seeds": seeds, "iterations": len(runs[0]["curve"])}
     for key in ("initial", "best", "final", "last5", "final_over_initial", "seconds"):
         values = [r[key] for r in runs]
         report[key] = {"mean": statistics.mean(values), "min": min(values), "max": max(values)}
