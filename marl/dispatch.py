@@ -13,11 +13,13 @@ same match, and the job completes with no lost and no duplicated episodes.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 WAIT_S = 0.02  # how long the hand-out thread waits on running batches before looking at the queue again
+REST_S = 0.5  # a worker whose actor died or is restarting gets no batch for this long
 
 
 @dataclass(eq=False)
@@ -49,6 +51,7 @@ class Queue:
     def __init__(self, workers: list[Any], max_tries: int):
         self.workers, self.max_tries = workers, max_tries
         self.idle = deque(range(len(workers)))
+        self.resting: dict[int, float] = {}  # a worker whose actor failed -> when it may take a batch again
         self.waiting: deque[_Batch] = deque()
         self.running: dict[Any, tuple[_Batch, int]] = {}  # object ref -> the batch, and its worker
         self.tickets: list[Ticket] = []
@@ -116,16 +119,24 @@ class Queue:
 
         while True:
             with self.cond:
-                self.cond.wait_for(lambda: self.closed or self.running or (self.waiting and self.idle))
+                self.cond.wait_for(self._work_to_do, timeout=WAIT_S if self.resting else None)
                 if self.closed:
                     return
+                for worker in [w for w, until in self.resting.items() if time.monotonic() >= until]:
+                    del self.resting[worker]
+                    self.idle.append(worker)
                 while self.waiting and self.idle:
                     batch, worker = self.waiting.popleft(), self.idle.popleft()
                     self.running[self.workers[worker].play.remote(batch.plans, batch.ticket.roster)] = (batch, worker)
                 refs = list(self.running)
+            if not refs:  # every free worker resting
+                continue
             ready, _ = ray.wait(refs, num_returns=1, timeout=WAIT_S)
             for ref in ready:
                 self._finish(ref)
+
+    def _work_to_do(self) -> bool:
+        return self.closed or bool(self.running) or bool(self.waiting and self.idle)
 
     def _finish(self, ref: Any) -> None:
         import ray
@@ -135,18 +146,25 @@ class Queue:
             batch, worker = self.running.pop(ref)
         try:
             records, error = ray.get(ref), None
-        except (RayActorError, ActorUnavailableError) as err:  # died, or restarting: the batch is lost either way
+        except RayActorError as err:  # died, or restarting: the batch is lost either way
             records, error = None, err
         except Exception as err:  # the match itself failed: the job fails with its error
             records, error = None, err
             batch.tries = self.max_tries
         with self.cond:
-            self.idle.append(worker)  # at the back: a batch that failed here goes to another worker first
+            if isinstance(error, RayActorError):
+                # Rested: a restarting actor fails every call at once, and would burn the batch's
+                # tries in a burst while the other workers are busy (a restart imports torch: seconds).
+                self.resting[worker] = time.monotonic() + REST_S
+            else:
+                self.idle.append(worker)
             ticket = batch.ticket
             if ticket.dropped:
                 pass
             elif error is None:
                 ticket.done[batch.index] = records
+            elif isinstance(error, ActorUnavailableError):  # restarting: not a try; Ray's max_restarts bounds it
+                self.waiting.appendleft(batch)
             elif batch.tries < self.max_tries:
                 batch.tries += 1
                 self.waiting.appendleft(batch)
