@@ -1,6 +1,6 @@
 """Orchestration graphs: which roles speak, in what order, who sees whose output, what is scored.
 
-The systems this simulator compares each hard-code one topology (``research/roles.md`` §2–§4):
+The systems this simulator compares each hard-code one topology (``docs/research/roles.md`` §2–§4):
 MALT a generator → verifier → refiner chain, AgentFlow a planner → executor → verifier loop
 closed by a generator, MARTI debates of N agents over R rounds before a judge. Here a topology is
 data: a :class:`GraphSpec`, written as ``[graph]`` TOML or built in Python, validated, and handed
@@ -86,10 +86,10 @@ class GraphSpec(BaseModel):
         for i, edge in enumerate(self.edges):
             if edge.rounds is not None and not nx.has_path(forward, edge.target, edge.source):
                 raise ValueError(f"edges[{i}]: {edge.source} -> {edge.target} closes no loop, so rounds caps nothing")
-        for name in self.scored():
+        scored = self.scored()
+        for name in scored:
             if self.nodes[name].output != "answer":
                 raise ValueError(f"node {name!r} is scored but writes {self.nodes[name].output}, not an answer")
-        scored = self.scored()
         if not scored:
             raise ValueError("no node is scored: mark one scored = true, or end the graph on an answering node")
         for name in self.nodes:
@@ -125,9 +125,8 @@ def _chain(*names: str) -> list[dict]:
 
 
 SOLVE = "Solve the task exactly. End with \\boxed{ANSWER}."
-JUDGE = "Judge the answer you see: one sentence of critique, then \\boxed{accept} or \\boxed{reject}."
 
-# Each anchor's turn structure (research/roles.md), as a graph spec.
+# Each anchor's turn structure (docs/research/roles.md), as a graph spec.
 BUILTIN: dict[str, dict] = {
     # The baseline: one executor answers alone.
     "solo": {"nodes": {"executor": {"brief": SOLVE}}},

@@ -46,11 +46,11 @@ VERDICT_OF = {"accepted": "accept", "rejected": "reject"}
 SHOWN_CHARS = 1500  # of one earlier turn, in a later seat's view
 
 
-def seats_of(spec: GraphSpec) -> tuple[str, ...]:
-    """Seat names: the node's name, or ``node_i`` for each of its copies."""
-    return tuple(
-        name if node.repeats == 1 else f"{name}_{i}" for name, node in spec.nodes.items() for i in range(node.repeats)
-    )
+def node_of_seat(spec: GraphSpec) -> dict[str, str]:
+    """Each seat's node, in seat order: a seat is named for its node, or ``node_i`` for each copy."""
+    return {
+        name if node.repeats == 1 else f"{name}_{i}": name for name, node in spec.nodes.items() for i in range(node.repeats)
+    }
 
 
 @dataclass
@@ -67,9 +67,11 @@ class GraphGame(Rules):
     moves = None
 
     def __init__(self, rng: np.random.Generator, spec: GraphSpec, name: str = "custom", families: tuple[str, ...] = FAMILIES):
-        self.spec, self.graph = spec, spec.graph()
-        seats = seats_of(spec)
-        self.order = list(nx.lexicographical_topological_sort(spec.forward(), key=list(spec.nodes).index))
+        self.spec, self.graph, forward = spec, spec.graph(), spec.forward()
+        self.node_of = node_of_seat(spec)
+        self.scored = set(spec.scored())
+        seats = tuple(self.node_of)
+        self.order = list(nx.lexicographical_topological_sort(forward, key=list(spec.nodes).index))
         caps = sum(e.rounds or 0 for e in spec.edges)
         self.info = GameInfo(f"graph_{name}", 1, seats, False, 0.0, 1.0, len(seats) * (1 + caps))
         self.rules_text = (
@@ -79,7 +81,7 @@ class GraphGame(Rules):
         self.task = generate(families[rng.integers(len(families))], tuple(rng.random(2)), rng)
         self.turns: list[Turn] = []
         self.loops_taken = dict.fromkeys(((e.source, e.target) for e in spec.edges if e.rounds), 0)
-        self.enabled = {n for n in spec.nodes if spec.forward().in_degree(n) == 0}
+        self.enabled = {n for n in spec.nodes if forward.in_degree(n) == 0}
         self._queue: list[str] = []  # the seats of the node now speaking, still to speak
         self._flaw = ""
         self._next_node(-1)
@@ -92,8 +94,7 @@ class GraphGame(Rules):
             node = self.order[i]
             if node in self.enabled:
                 self.enabled.discard(node)
-                copies = self.spec.nodes[node].repeats
-                self._queue = [node] if copies == 1 else [f"{node}_{c}" for c in range(copies)]
+                self._queue = [seat for seat, of in self.node_of.items() if of == node]
                 self._speaking, self._began = node, len(self.turns)
                 return
         self._queue, self._speaking = [], None
@@ -130,10 +131,11 @@ class GraphGame(Rules):
         share = self.outcome()["correct_share"]
         return [share] * len(self.info.seats)
 
-    def _holds(self, when: str, node: str) -> bool:
+    def _holds(self, when: str) -> bool:
+        """Whether an edge's condition holds for the turn just spoken (its source node's last)."""
         if when == "always":
             return True
-        read = [t.read for t in self.turns if t.node == node][-1]
+        read = self.turns[-1].read
         if when in ("correct", "wrong"):
             return (read is not None and answers_match(read, self.task.answer)) == (when == "correct")
         return read == VERDICT_OF[when]
@@ -143,13 +145,13 @@ class GraphGame(Rules):
         out = self.graph.out_edges(node, data=True)
         for _, target, data in out:
             key = (node, target)
-            if data["rounds"] and self.loops_taken[key] < data["rounds"] and self._holds(data["when"], node):
+            if data["rounds"] and self.loops_taken[key] < data["rounds"] and self._holds(data["when"]):
                 self.loops_taken[key] += 1
                 self.enabled.add(target)
                 self._next_node(self.order.index(target) - 1)
                 return
         for _, target, data in out:
-            if not data["rounds"] and self._holds(data["when"], node):
+            if not data["rounds"] and self._holds(data["when"]):
                 self.enabled.add(target)
         self._next_node(self.order.index(node))
 
@@ -157,7 +159,7 @@ class GraphGame(Rules):
 
     def view(self, seat: int) -> str:
         name = self.info.seats[seat]
-        node = next(n for n in self.spec.nodes if name == n or name.rsplit("_", 1)[0] == n)
+        node = self.node_of[name]
         spec = self.spec.nodes[node]
         lines = [f"Task: {self.task.statement}"]
         if spec.reference:
@@ -175,7 +177,7 @@ class GraphGame(Rules):
 
     def outcome(self) -> dict:
         """The task, each turn, and the scored answers: ``correct_share`` of them right."""
-        scored = [t for t in self.turns if t.node in self.spec.scored()]
+        scored = [t for t in self.turns if t.node in self.scored]
         last = {t.seat: t for t in scored}  # each scored seat's last answer
         right = [t.read is not None and answers_match(t.read, self.task.answer) for t in last.values()]
         return {
