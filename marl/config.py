@@ -200,7 +200,7 @@ class TrainConfig(Strict):
     @field_validator("games")
     @classmethod
     def _known_games(cls, value: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(name for name in value if not games.known(name))
+        unknown = sorted(name for name in value if not games.known(name) and name != "graph/custom")  # [graph]'s: RunConfig
         if unknown:
             raise ValueError(f"unknown games {unknown}; choose from {', '.join(games.list())} or openspiel/<game(params)>")
         if not value or any(w <= 0 for w in value.values()):
@@ -225,12 +225,10 @@ class TrainConfig(Strict):
         return self
 
     @model_validator(mode="after")
-    def _outcome_estimators_need_task_forge(self) -> TrainConfig:
-        if self.advantage.estimator in OUTCOME_ESTIMATORS and set(self.games) != {"task_forge"}:
-            raise ValueError(
-                f"advantage.estimator: {self.advantage.estimator} credits task forge's attempts; "
-                f"{', '.join(self.games)} has none (choose rae, reinforce, batch_mean or grpo)"
-            )
+    def _outcome_estimators_need_their_games(self) -> TrainConfig:
+        message = outcome_mismatch(self.advantage.estimator, self.games)
+        if message:
+            raise ValueError(f"advantage.estimator: {message}")
         return self
 
     @model_validator(mode="after")
@@ -245,10 +243,23 @@ class TrainConfig(Strict):
     @model_validator(mode="after")
     def _choose_needs_move_lists(self) -> TrainConfig:
         if self.mode == "choose":
-            free = [g for g in self.games if games.make(g).move_names is None]
+            free = [g for g in self.games if g.startswith("graph/") or games.make(g).move_names is None]
             if free:
                 raise ValueError(f"mode = 'choose' needs games with a move list; {free} take free text (use mode = 'generate')")
         return self
+
+
+def outcome_mismatch(estimator: str | None, names: Sequence[str]) -> str | None:
+    """Why ``estimator`` cannot credit the turns of ``names``, if it reads an outcome they lack
+    (ADPO task forge's p̂, MALT task forge's attempt tree or a graph's turn values)."""
+    fits = OUTCOME_ESTIMATORS.get(estimator)
+    if fits is None or all(name.startswith(fits) for name in names):
+        return None
+    games_of = {"task_forge": "task forge's attempts", "graph/": "an orchestration graph's turns"}
+    return (
+        f"{estimator} credits {' or '.join(games_of[g] for g in fits)}; {', '.join(names)} has none "
+        "(choose rae, reinforce, batch_mean or grpo)"
+    )
 
 
 def _is_past(opponent: str) -> bool:

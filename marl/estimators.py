@@ -31,6 +31,15 @@ class Credited:
     group: Hashable  # GRPO's group: a game, or a task's k attempts
 
 
+def graph_credit(episode: Episode, turn: Turn) -> Credited:
+    """A turn of an orchestration graph (``roles.graph_game``): its reward is its value (MALT's
+    propagation over what saw what), each turn its own RAE unit under its (graph, node) baseline,
+    and a node's copies that spoke in one round one GRPO group: they answered the same turns."""
+    value, began = episode.outcome["values"][turn.index], episode.outcome["began"][turn.index]
+    unit, key = f"{episode.match_id}/{turn.index}", (episode.game, turn.tag)
+    return Credited(episode, turn, value, unit, key, (episode.match_id, turn.tag, began))
+
+
 Advantages = tuple[np.ndarray, list[float | None]]
 Estimator = Callable[[Sequence[Credited], dict[Key, float], float, float], Advantages]
 
@@ -53,21 +62,27 @@ def adpo(turns: Sequence[Credited], baselines: dict[Key, float], ema_decay: floa
 
 
 def malt(turns: Sequence[Credited], baselines: dict[Key, float], ema_decay: float, clip_eps: float) -> Advantages:
-    """MALT's credit: per match a tree task → attempt (executor) → judgement (verifier) → revision
-    (executor, a leaf rewarded by its correctness); a node is good (+1) when its value, the mean
-    of its children's, is above ½, else bad (−1). Turns outside the chain (tool runs, hints,
-    retries, the proposal) get their reward's sign."""
+    """MALT's credit: a turn is good (+1) when its value, the mean of its children's in the tree
+    of what saw what, is above ½, else bad (−1). An orchestration graph's outcome carries every
+    turn's value (``roles.graph_game``), which its turns arrive with as their reward. In task
+    forge the tree is built here per match: task → attempt (executor) → judgement (verifier) →
+    revision (executor, a leaf rewarded by its correctness); turns outside that chain (tool runs,
+    hints, retries, the proposal) get their reward's sign."""
     labels: dict[tuple[str, str], float] = {}
-    for episode in {c.episode.match_id: c.episode for c in turns}.values():
+    for episode in {c.episode.match_id: c.episode for c in turns if "values" not in c.episode.outcome}.values():
         root = Node("task")
         for i, attempt in enumerate(episode.outcome["attempts"]):
             revise = Node("executor", f"revise:{i}", reward=float(attempt["revised_correct"]))
             root.children.append(Node("executor", f"attempt:{i}", [Node("verifier", f"judge:{i}", [revise])]))
         for node, _, label in malt_samples(root):
             labels[(episode.match_id, node.payload)] = 2.0 * label - 1.0
-    advantages = [labels.get((c.episode.match_id, c.turn.tag), np.sign(c.reward)) for c in turns]
+    advantages = [
+        (1.0 if c.reward > 0.5 else -1.0) if "values" in c.episode.outcome
+        else labels.get((c.episode.match_id, c.turn.tag), np.sign(c.reward))
+        for c in turns
+    ]  # fmt: skip
     return np.array(advantages, dtype=np.float64), [None] * len(turns)
 
 
 ESTIMATORS: dict[str, Estimator] = {name: _from_returns(name) for name in ADVANTAGE_ESTIMATORS} | {"adpo": adpo, "malt": malt}
-OUTCOME_ESTIMATORS = ("adpo", "malt")  # they read task forge's outcome: its roles' estimators only
+OUTCOME_ESTIMATORS = {"adpo": ("task_forge",), "malt": ("task_forge", "graph/")}  # they read these games' outcomes

@@ -5,9 +5,10 @@
   ``games.kuhn_analysis.average``, never a plain mean); the same in any small two-player
   zero-sum OpenSpiel game (``openspiel/leduc_poker`` …), by OpenSpiel's own algorithms
   (:class:`OpenSpielExploitability`).
-- Every ``eval.every`` iterations (``EVALUATIONS``): a seat game's first learner against the
+- Every ``eval.every`` iterations (``evaluation``): a seat game's first learner against the
   fixed opponents of ``eval.opponents`` (scripted players, its initial weights, itself K
-  iterations ago), half the matches in each seat; task forge's executors on held-out tasks.
+  iterations ago), half the matches in each seat; task forge's executors on held-out tasks; an
+  orchestration graph's accuracy on held-out tasks.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from marl.hf import HFPolicy
 from marl.learner import load_weights, trainable_weights
 from marl.members import MEMBER, Member, load_model
 from marl.scripted import ScriptedPolicy
+from populations.roles import RolePopulations
 from roles.seat import SeatRole
 
 if TYPE_CHECKING:
@@ -179,6 +181,39 @@ class Heldout:
         return {f: float(np.mean([p for t, p in zip(self.tasks, p_hats) if t.family == f])) for f in FAMILIES}
 
 
+class GraphHeldout:
+    """An orchestration graph's held-out accuracy: one match per held-out task of every family
+    (``forge.heldout`` a family, apart from training's tasks), each seat played by its node's
+    first member (a role's, or the one policy), at the run's sampling settings; and the model
+    calls a match took, for comparisons at equal calls."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        config = trainer.config
+        self.game = next(iter(config.games))
+        self.tasks = [t for family in FAMILIES for t in heldout(family, config.forge.heldout, seed=config.seed + 7919)]
+
+    def __call__(self, iteration: int) -> dict[str, float]:
+        trainer = self.trainer
+        planner = trainer.planner
+        if isinstance(planner, RolePopulations):
+            seats = {seat: trainer.members[name].seat for seat, name in planner.seated(planner.seats(0)).items()}
+        else:
+            seats = dict.fromkeys(planner.seats[self.game], trainer.members[planner.member].seat)
+        kwargs = trainer.config.game_kwargs(self.game)
+        specs = [
+            MatchSpec(self.game, derive_seed(trainer.config.seed, iteration, EVAL_SEEDS + i), seats, f"eval{iteration}-{i}",
+                      {**kwargs, "task": task})
+            for i, task in enumerate(self.tasks)
+        ]  # fmt: skip
+        played = trainer.engine.play(specs)
+        right = [ep.outcome["correct_share"] for ep in played]
+        out = {f"eval/{self.game}/heldout/{f}": float(np.mean([r for t, r in zip(self.tasks, right) if t.family == f])) for f in FAMILIES}
+        out[f"eval/{self.game}/heldout_accuracy"] = float(np.mean(right))
+        out[f"eval/{self.game}/calls_per_match"] = float(np.mean([len(ep.turns) for ep in played]))
+        return out
+
+
 class OpenSpielExploitability:
     """Exact exploitability in a two-player zero-sum OpenSpiel game: each learner's move
     distribution at every information state, read by forced-choice scoring (one batched call per
@@ -247,4 +282,7 @@ def exact_exploitability(game: str) -> bool:
     return spiel.num_players() == 2 and env.zero_sum and spiel.num_distinct_actions() ** spiel.max_game_length() <= MAX_TREE
 
 
-EVALUATIONS = {"task_forge": Heldout}  # game -> what eval.every runs; every other game: Opponents
+def evaluation(game: str) -> type:
+    """What ``eval.every`` runs for a run whose first game is ``game``: held-out tasks (task forge,
+    a graph), else fixed opponents."""
+    return Heldout if game == "task_forge" else GraphHeldout if game.startswith("graph/") else Opponents

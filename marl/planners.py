@@ -22,9 +22,10 @@ Plans = tuple[list[MatchPlan], list[MatchPlan]]  # the training matches, and mat
 
 
 class SelfPlay:
-    def __init__(self, seed: int, matches: int, weights: dict[str, float], member: str):
-        self.seed, self.matches, self.weights, self.member = seed, matches, weights, member
-        self.seats = {g: games.make(g).possible_agents for g in weights}
+    def __init__(self, seed: int, matches: int, weights: dict[str, float], member: str, kwargs: dict[str, dict]):
+        """``kwargs``: what each game is made with beyond its name (a custom graph's spec)."""
+        self.seed, self.matches, self.weights, self.member, self.kwargs = seed, matches, weights, member, kwargs
+        self.seats = {g: games.make(g, **kwargs[g]).possible_agents for g in weights}
 
     def plan(self, iteration: int) -> Plans:
         rng = np.random.default_rng([self.seed, iteration])
@@ -34,7 +35,7 @@ class SelfPlay:
         for m in range(self.matches):
             game = names[rng.choice(len(names), p=p / p.sum())]
             seats = dict.fromkeys(self.seats[game], self.member)
-            plans.append(MatchPlan(game, derive_seed(self.seed, iteration, m), seats, f"it{iteration}-m{m}"))
+            plans.append(MatchPlan(game, derive_seed(self.seed, iteration, m), seats, f"it{iteration}-m{m}", self.kwargs[game] or None))
         return plans, []
 
 

@@ -57,8 +57,8 @@ import torch
 
 from marl.config import TrainConfig, to_toml
 from marl.episode import Episode, Turn, write_jsonl
-from marl.estimators import ESTIMATORS, Credited
-from marl.evaluators import EVALUATIONS, Opponents, measures, prefix, strategy_of
+from marl.estimators import ESTIMATORS, Credited, graph_credit
+from marl.evaluators import Opponents, evaluation, measures, prefix, strategy_of
 from marl.learner import TrainSample, load_weights, trainable_weights
 from marl.learners import Learners
 from marl.members import Member
@@ -74,6 +74,7 @@ from populations.population import Population
 from populations.roles import RolePopulations
 from populations.snapshots import Snapshots, snapshot_recipe
 from roles import rewards
+from roles.graph_game import graph_metrics, node_of_seat
 
 
 class Trainer:
@@ -99,7 +100,7 @@ class Trainer:
             self.evolution = Evolution(config, self.population, self.members, team, self.snapshots, self.run_dir, self._strategy)
             for name in self.roster.specs:
                 self.evolution.snapshot(name, 0, "initial")
-        self.evaluation = EVALUATIONS.get(next(iter(config.games)), Opponents)(self)
+        self.evaluation = evaluation(next(iter(config.games)))(self)
         self.measures = measures(config.games)
 
     def _planner(self):
@@ -108,12 +109,15 @@ class Trainer:
             teams = {role: [m.name for m in self.roster.team(role)] for role in config.roles}
             populations = {role: rc.population for role, rc in config.roles.items() if rc.population is not None}
             learners = [n for n, m in self.members.items() if self._learns(m)]
+            game, spec = next(iter(config.games)), config.graph_spec
+            kwargs = rewards.game_kwargs(config) if spec is None else config.game_kwargs(game)
             return RolePopulations(
-                populations, teams, learners, config.seed, config.rollout.matches, FORGE, rewards.game_kwargs(config)
+                populations, teams, learners, config.seed, config.rollout.matches, game, kwargs, spec and node_of_seat(spec)
             )
         if self.population is not None:
             return PopulationPlan(self.population, config.rollout.matches, config.population.eval_matches, config.games)
-        return SelfPlay(config.seed, config.rollout.matches, config.games, next(iter(self.members)))
+        kwargs = {game: config.game_kwargs(game) for game in config.games}
+        return SelfPlay(config.seed, config.rollout.matches, config.games, next(iter(self.members)), kwargs)
 
     def _pool(self) -> tuple[LocalPool | RayPool, dict]:
         """The configured pool, and each learning team's learners (in this process, on the very
@@ -212,15 +216,20 @@ class Trainer:
 
     def observe(self, episodes: list[Episode], training: list[Episode]) -> dict:
         """What the results change before anyone learns: ratings and payoffs, shaped rewards."""
-        if self.config.roles is not None:
+        if self.config.roles is not None and self.config.graph_spec is None:
             metrics = rewards.observe(episodes, self.config.reward_config, list(self.config.roles))
+        else:
+            metrics = {"rollout/invalid_rate": float(np.mean([not t.valid for e in training for t in e.turns] or [0.0]))}
+            reasons = Counter(t.reason.split(";")[0] for e in training for t in e.turns if not t.valid)
+            metrics["rollout/invalid_reasons"] = dict(reasons.most_common(5))
+            for game in self.config.games:
+                if game.startswith("graph/"):
+                    metrics.update(graph_metrics(game, training))
+        if self.config.roles is not None:
             if self.planner.configs:  # role populations: rated on the shaped rewards, what each role learns from
                 self.planner.record(episodes)
                 metrics.update({f"elo/{n}": self.planner.elo[n] for n in self.members})
             return metrics
-        metrics = {"rollout/invalid_rate": float(np.mean([not t.valid for e in training for t in e.turns] or [0.0]))}
-        reasons = Counter(t.reason.split(";")[0] for e in training for t in e.turns if not t.valid)
-        metrics["rollout/invalid_reasons"] = dict(reasons.most_common(5))
         if self.population is not None:
             self.population.record(episodes)
             metrics["population/eval_matches"] = len(episodes) - len(training)
@@ -282,6 +291,8 @@ class Trainer:
         if ep.game == FORGE:
             reward = rewards.turn_reward(ep.outcome, member.role, t.tag, self.config.reward_config, ep.rewards[member.role])
             return Credited(ep, t, reward, f"{ep.match_id}/{t.tag}", (ep.game, t.role), (ep.match_id, t.tag.split(":")[0]))
+        if ep.game.startswith("graph/"):
+            return graph_credit(ep, t)
         return Credited(ep, t, ep.rewards[t.seat], ep.match_id, (ep.game, t.role), ep.game)
 
     def _turn_metrics(self, member: Member, episodes: list[Episode], turns: list[Credited], advantages: np.ndarray) -> dict:
@@ -292,7 +303,13 @@ class Trainer:
                 "response_tokens": float(np.mean([len(c.turn.completion_ids) for c in turns])),
             }  # fmt: skip
         out: dict = {}
+        for key in dict.fromkeys(c.key for c in turns if c.episode.game.startswith("graph/")):  # a graph's nodes
+            adv = [a for c, a in zip(turns, advantages) if c.key == key]
+            out[f"{key[0]}/{key[1]}/baseline"] = member.baselines.get(key, 0.0)
+            out[f"{key[0]}/{key[1]}/adv_mean"], out[f"{key[0]}/{key[1]}/adv_std"] = float(np.mean(adv)), float(np.std(adv))
         for game, seats in self.planner.seats.items():
+            if game.startswith("graph/"):
+                continue  # cooperative: no seat wins; per node above and in roles.graph_game.graph_metrics
             for role in seats:
                 eps = [e for e in episodes if e.game == game and e.members[role] == member.name]
                 key = f"{game}/{role}"

@@ -1,10 +1,12 @@
-"""A run's config: ``[population]``, ``[roles]`` (task forge, each role optionally a population),
-``[forge]`` and ``[rewards]`` on top of the training config; every kind of run is trained by
-``marl.train.Trainer``.
+"""A run's config: ``[population]``, ``[roles]`` (task forge's or an orchestration graph's, each
+role optionally a population), ``[graph]``, ``[forge]`` and ``[rewards]`` on top of the training
+config; every kind of run is trained by ``marl.train.Trainer``.
 
 Without ``[population]`` or ``[roles]`` a run is plain self-play of one policy; with
 ``[population]`` a population of members is trained, matched, rated and evolved; with ``[roles]``
-task forge's roles co-evolve.
+task forge's roles, or a graph's nodes, co-evolve, each role its own members and estimator.
+``graph = "malt"`` (a built-in) or a ``[graph]`` table of nodes and edges (``roles.graph``) makes
+the run play that graph: its game is ``graph/<name>`` (``graph/custom`` for a table).
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 import games
 from games.task_forge.players import FORGE_PLAYERS
-from marl.config import EstimatorName, LoraSettings, Strict, TrainConfig, load_config
+from marl.config import EstimatorName, LoraSettings, Strict, TrainConfig, load_config, outcome_mismatch
 from marl.players import MODELS, check_hf_model
 from populations.league import LeagueConfig
 from populations.matchmaking import PFSP_WEIGHTINGS
 from populations.pbt import PBTConfig
+from roles.graph import BUILTIN, GraphSpec, builtin
+from roles.graph_game import CUSTOM
 from roles.rewards import RewardConfig
 
 MATCHMAKERS = ("self_play", "fictitious", "pfsp", "skill", "psro", "league")
@@ -96,7 +100,7 @@ class ForgeConfig(Strict):
     proposer_tool_calls: int = Field(4, ge=0, description="Python runs the proposer may make before submitting")
     cpu_seconds: float = Field(2.0, gt=0, description="sandbox CPU limit per program")
     wall_seconds: float = Field(5.0, gt=0, description="sandbox wall-time limit per program")
-    heldout: int = Field(32, ge=1, description="held-out tasks per family for the executor's evaluation")
+    heldout: int = Field(32, ge=1, description="held-out tasks per family for the evaluation of task forge's executors, or of a graph's answer")
     seed_tasks: bool = Field(
         False, description="play a task-family task when the proposer's is invalid, so the other roles still learn"
     )
@@ -109,9 +113,58 @@ class ForgeConfig(Strict):
 
 class RunConfig(TrainConfig):
     population: PopulationConfig | None = None
-    roles: dict[str, RoleConfig] | None = Field(None, description="task forge co-evolution: who plays each role")
+    roles: dict[str, RoleConfig] | None = Field(
+        None, description="co-evolving roles, each its own members: task forge's, or the nodes of the run's graph"
+    )
+    graph: str | GraphSpec | None = Field(
+        None,
+        description="an orchestration graph to play (roles.graph): a built-in's name (solo, malt, agentflow, debate) or "
+        "a table of nodes and edges; the run's game is then graph/<name> (graph/custom for a table), so leave games out",
+    )
     forge: ForgeConfig = ForgeConfig()
     rewards: dict[str, float | bool | str] = Field({}, description="roles.rewards.RewardConfig's fields, e.g. uncertainty = 'min'")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _graph_is_the_game(cls, data):
+        """``graph`` names the run's one game; a ``games`` that says otherwise is refused."""
+        graph = data.get("graph") if isinstance(data, dict) else None
+        if graph is None or isinstance(graph, str) and graph not in BUILTIN:
+            return data  # an unknown built-in: the field's own error names the built-ins
+        game = f"graph/{graph if isinstance(graph, str) else CUSTOM}"
+        if "games" in data and set(data["games"]) != {game}:
+            raise ValueError(f"graph: the run plays {game}; leave games out (it says {', '.join(data['games'])})")
+        return {**data, "games": {game: 1.0}}
+
+    @field_validator("graph")
+    @classmethod
+    def _known_graph(cls, value: str | GraphSpec | None) -> str | GraphSpec | None:
+        if isinstance(value, str):
+            builtin(value)
+        return value
+
+    @property
+    def graph_spec(self) -> GraphSpec | None:
+        """The graph the run plays, built-in or its own; None for other games."""
+        (game,) = self.games if len(self.games) == 1 else (None,)
+        if isinstance(self.graph, GraphSpec):
+            return self.graph
+        return builtin(game.removeprefix("graph/")) if game and game.startswith("graph/") else None
+
+    def game_kwargs(self, game: str) -> dict:
+        """What a worker needs to make ``game`` beyond its name: a custom graph's spec."""
+        return {"spec": self.graph.model_dump()} if game == f"graph/{CUSTOM}" else {}
+
+    @model_validator(mode="after")
+    def _custom_graph_has_its_spec(self) -> RunConfig:
+        if f"graph/{CUSTOM}" in self.games and not isinstance(self.graph, GraphSpec):
+            raise ValueError(f"games: graph/{CUSTOM} is the run's own graph: give it as a [graph] table of nodes and edges")
+        if any(g.startswith("graph/") for g in self.games) and self.population is not None:
+            raise ValueError(
+                "population: a graph's seats share one outcome, so there is no opponent to match; "
+                "give its nodes populations under [roles.<node>.population]"
+            )
+        return self
 
     @model_validator(mode="after")
     def _roles_fit_the_run(self) -> RunConfig:
@@ -119,15 +172,13 @@ class RunConfig(TrainConfig):
             return self
         if self.population is not None:
             raise ValueError("population: with [roles], a role's population is its own table: [roles.<role>.population]")
-        if set(self.games) != {"task_forge"}:
-            raise ValueError("roles: co-evolution plays task_forge only; set games = { task_forge = 1.0 }")
-        missing = [r for r in FORGE_ROLES[:3] if r not in self.roles]
-        unknown = sorted(set(self.roles) - set(FORGE_ROLES))
-        if missing or unknown:
-            raise ValueError(f"roles: need {', '.join(FORGE_ROLES[:3])} (and optionally teacher); missing {missing}, unknown {unknown}")
+        spec = self.graph_spec
+        if spec is not None:
+            self._roles_are_nodes(spec)
+        else:
+            self._roles_are_forge_roles()
         for role, seat in self.roles.items():
-            name = seat.scripted
-            if name is None:
+            if seat.scripted is None:
                 if seat.player not in MODELS and not seat.player.startswith("hf:"):
                     raise ValueError(f"roles.{role}.player: unknown player {seat.player!r}; scripted:<name>, {', '.join(MODELS)} or hf:<path>")
                 if seat.player.startswith("hf:"):
@@ -135,18 +186,42 @@ class RunConfig(TrainConfig):
                         check_hf_model(seat.player.removeprefix("hf:"))
                     except ValueError as err:
                         raise ValueError(f"roles.{role}.player: {err}") from None
-            elif name not in FORGE_PLAYERS or FORGE_PLAYERS[name]().seat != role:
+            message = outcome_mismatch(seat.estimator, list(self.games))
+            if message:
+                raise ValueError(f"roles.{role}.estimator: {message}")
+        try:
+            RewardConfig(**self.rewards)
+        except TypeError as err:
+            raise ValueError(f"rewards: {err}") from None
+        return self
+
+    def _roles_are_nodes(self, spec: GraphSpec) -> None:
+        """A graph's roles: one per node, each played by a model that learns from its own turns."""
+        missing, unknown = [n for n in spec.nodes if n not in self.roles], sorted(set(self.roles) - set(spec.nodes))
+        if missing or unknown:
+            raise ValueError(f"roles: one per node of the graph ({', '.join(spec.nodes)}); missing {missing}, unknown {unknown}")
+        for role, seat in self.roles.items():
+            if seat.scripted is not None:
+                raise ValueError(f"roles.{role}.player: a graph's nodes are played by models ({', '.join(MODELS)} or hf:<path>)")
+            if seat.task_filter or seat.kickstart or seat.kickstart_final is not None:
+                raise ValueError(f"roles.{role}: task_filter and kickstart are task forge's executor's")
+
+    def _roles_are_forge_roles(self) -> None:
+        if set(self.games) != {"task_forge"}:
+            raise ValueError("roles: co-evolution plays task_forge or a graph; set games = { task_forge = 1.0 } or graph = ...")
+        missing = [r for r in FORGE_ROLES[:3] if r not in self.roles]
+        unknown = sorted(set(self.roles) - set(FORGE_ROLES))
+        if missing or unknown:
+            raise ValueError(f"roles: need {', '.join(FORGE_ROLES[:3])} (and optionally teacher); missing {missing}, unknown {unknown}")
+        for role, seat in self.roles.items():
+            name = seat.scripted
+            if name is not None and (name not in FORGE_PLAYERS or FORGE_PLAYERS[name]().seat != role):
                 fits = [n for n, make in FORGE_PLAYERS.items() if make().seat == role]
                 raise ValueError(f"roles.{role}.player: no scripted {role} {name!r}; choose from {', '.join(fits)}")
             if seat.estimator == "adpo" and role != "executor":
                 raise ValueError(f"roles.{role}.estimator: adpo is the executor's (it scales by the task's p̂)")
             if (seat.kickstart or seat.kickstart_final) and (role != "executor" or "teacher" not in self.roles or self.roles["teacher"].scripted):
                 raise ValueError(f"roles.{role}.kickstart: kickstarting distils a teacher model into the executor; seat a model teacher")
-        try:
-            RewardConfig(**self.rewards)
-        except TypeError as err:
-            raise ValueError(f"rewards: {err}") from None
-        return self
 
     @property
     def reward_config(self) -> RewardConfig:

@@ -38,11 +38,14 @@ from populations.ratings import Elo, OpenSkill
 class RolePopulations:
     def __init__(
         self, configs: dict[str, RolePopulationConfig], teams: dict[str, list[str]], learners: list[str], seed: int,
-        matches: int, game: str, game_kwargs: dict[str, Any],
+        matches: int, game: str, game_kwargs: dict[str, Any], seat_roles: dict[str, str] | None = None,
     ):  # fmt: skip
-        """``teams``: every role's live members; ``learners``: those that learn, focal in turn."""
+        """``teams``: every role's live members; ``learners``: those that learn, focal in turn;
+        ``seat_roles``: each seat's role, where a role has several seats (a graph node's copies;
+        they all seat the role's player of the match), else each role is its one seat."""
         self.configs, self.teams, self.seed = configs, teams, seed
         self.matches, self.game, self.game_kwargs = matches, game, game_kwargs
+        self.seat_roles = seat_roles or {role: role for role in teams}
         self.snapshots: dict[str, str] = {}  # snapshot -> its member, oldest first
         self.learners = [n for n in learners if self.role_of(n) in configs]
         self.payoffs = PayoffTable()
@@ -82,9 +85,13 @@ class RolePopulations:
                 focal = self.learners[m % len(self.learners)]
                 for role in self.configs:
                     seats[role] = focal if role == self.role_of(focal) else self._opponent(role, focal, m, rng)
-            match_id = f"it{iteration}-m{m}"
+            match_id, seats = f"it{iteration}-m{m}", self.seated(seats)
             plans.append(MatchPlan(self.game, derive_seed(self.seed, iteration, m), seats, match_id, self.game_kwargs))
         return plans, []
+
+    def seated(self, players: dict[str, str]) -> dict[str, str]:
+        """Every seat of the game with its role's player (``players``: role -> player)."""
+        return {seat: players[role] for seat, role in self.seat_roles.items()}
 
     def _opponent(self, role: str, focal: str, m: int, rng: np.random.Generator) -> str:
         config, candidates = self.configs[role], self.pool(role)
@@ -104,6 +111,8 @@ class RolePopulations:
             seated = list(ep.members.items())
             for i, (role_a, a) in enumerate(seated):
                 for role_b, b in seated[i + 1 :]:
+                    if self.seat_roles[role_a] == self.seat_roles[role_b]:
+                        continue  # copies of one graph node: one player, no result between them
                     cells.append((a, b, role_a, role_b))
                     returns += (ep.rewards[role_a], ep.rewards[role_b])
         record_results(cells, returns, self.payoffs, self.elo, self.skill)

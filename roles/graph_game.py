@@ -24,7 +24,10 @@ with its reason (a verdict that cannot be read fires no conditional edge), and t
 
 Every seat earns the share of scored answers that are correct, when the match ends: the joint
 outcome MALT and AgentFlow broadcast to every role. How each node's turns are credited from it is
-the trainer's choice.
+the trainer's choice; the outcome gives each turn its **value**, MALT's value propagation
+(``docs/research/roles.md`` §2.2) over the turns as played: a scored seat's last answer is worth
+its correctness (1 or 0), any other turn the mean value of the later turns that saw it (its
+children in the unrolled graph), and a turn no later turn saw is worth the match's outcome.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import networkx as nx
 import numpy as np
 
 from games.core import GameInfo, Parsed, Rules, TextGameEnv
-from games.task_forge.families import FAMILIES, answers_match, generate
+from games.task_forge.families import FAMILIES, Task, answers_match, generate
 from roles.forge import ForgeRole
 from roles.formats import read_answer, read_verdict
 from roles.graph import GraphSpec, builtin
@@ -59,6 +62,7 @@ class Turn:
     seat: str
     text: str
     read: str | None  # the answer or verdict read from the text; None for free text or when unread
+    began: int  # how many turns were spoken when its node's turn began: it saw those
 
 
 class GraphGame(Rules):
@@ -66,7 +70,10 @@ class GraphGame(Rules):
 
     moves = None
 
-    def __init__(self, rng: np.random.Generator, spec: GraphSpec, name: str = "custom", families: tuple[str, ...] = FAMILIES):
+    def __init__(
+        self, rng: np.random.Generator, spec: GraphSpec, name: str = "custom", families: tuple[str, ...] = FAMILIES,
+        task: Task | None = None,
+    ):  # fmt: skip
         self.spec, self.graph, forward = spec, spec.graph(), spec.forward()
         self.node_of = node_of_seat(spec)
         self.scored = set(spec.scored())
@@ -78,7 +85,7 @@ class GraphGame(Rules):
             f"You are one of the roles of the {name} graph: {', '.join(spec.nodes)}. Each role sees the task and what"
             " the roles before it said, then does its part. The answer of the last role is graded."
         )
-        self.task = generate(families[rng.integers(len(families))], tuple(rng.random(2)), rng)
+        self.task = task or generate(families[rng.integers(len(families))], tuple(rng.random(2)), rng)
         self.turns: list[Turn] = []
         self.loops_taken = dict.fromkeys(((e.source, e.target) for e in spec.edges if e.rounds), 0)
         self.enabled = {n for n in spec.nodes if forward.in_degree(n) == 0}
@@ -122,7 +129,7 @@ class GraphGame(Rules):
         node, output = self._speaking, self.spec.nodes[self._speaking].output
         read = read_answer(move) if output == "answer" else read_verdict(move) if output == "verdict" else None
         self._flaw = UNREAD[output] if output != "text" and read is None else ""
-        self.turns.append(Turn(node, self._queue.pop(0), move, read))
+        self.turns.append(Turn(node, self._queue.pop(0), move, read, self._began))
         if self._queue:
             return [0.0] * len(self.info.seats)
         self._fire(node)
@@ -177,24 +184,74 @@ class GraphGame(Rules):
 
     def outcome(self) -> dict:
         """The task, each turn, and the scored answers: ``correct_share`` of them right."""
-        scored = [t for t in self.turns if t.node in self.scored]
-        last = {t.seat: t for t in scored}  # each scored seat's last answer
-        right = [t.read is not None and answers_match(t.read, self.task.answer) for t in last.values()]
+        last = {t.seat: i for i, t in enumerate(self.turns) if t.node in self.scored}  # each scored seat's last answer
+        right = {i: self._right(self.turns[i]) for i in last.values()}
+        share = sum(right.values()) / len(right) if right else 0.0
         return {
             "family": self.task.family,
             "answer": self.task.answer,
             "turns": [(t.seat, t.read) for t in self.turns],
             "loops": {f"{u}->{v}": n for (u, v), n in self.loops_taken.items()},
-            "correct_share": sum(right) / len(right) if right else 0.0,
+            "correct_share": share,
+            "values": self._values(right, share),
+            "began": [t.began for t in self.turns],
         }
 
+    def _right(self, turn: Turn) -> float:
+        return float(turn.read is not None and answers_match(turn.read, self.task.answer))
 
-def graph_env(graph: str | GraphSpec, render_mode: str | None = None, **options) -> TextGameEnv:
-    """A graph (a built-in's name or a spec) as a PettingZoo AEC env; ``options`` go to
-    :class:`GraphGame` (``families``: the task families to draw from)."""
-    spec = builtin(graph) if isinstance(graph, str) else graph
-    name = graph if isinstance(graph, str) else "custom"
-    return TextGameEnv(GraphGame, render_mode=render_mode, spec=spec, name=name, **options)
+    def _values(self, leaves: dict[int, float], share: float) -> list[float]:
+        """Each turn's value (see the module docstring): from the last turn back, so that a turn's
+        children are valued before it."""
+        values: list[float] = [0.0] * len(self.turns)
+        for i in reversed(range(len(self.turns))):
+            if i in leaves:
+                values[i] = leaves[i]
+                continue
+            node = self.turns[i].node
+            children = [
+                j for j in range(i + 1, len(self.turns))
+                if self.turns[j].began > i and (self.turns[j].node == node or self.graph.has_edge(node, self.turns[j].node))
+            ]  # fmt: skip
+            values[i] = float(np.mean([values[j] for j in children])) if children else share
+        return values
+
+
+def graph_metrics(game: str, episodes: list) -> dict[str, float]:
+    """An iteration's matches of ``game`` (played ``Episode`` records): its accuracy (the scored
+    answers' share right), model calls per match, and per node its invalid rate, response length
+    and mean turn value (the credit MALT's propagation gives it)."""
+    played = [ep for ep in episodes if ep.game == game]
+    if not played:
+        return {}
+    out = {
+        f"{game}/accuracy": float(np.mean([ep.outcome["correct_share"] for ep in played])),
+        f"{game}/calls_per_match": float(np.mean([len(ep.turns) for ep in played])),
+    }
+    by_node: dict[str, list] = {}
+    for ep in played:
+        for turn, value in zip(ep.turns, ep.outcome["values"]):
+            by_node.setdefault(turn.tag, []).append((turn, value))
+    for node, turns in by_node.items():
+        out[f"{game}/{node}/invalid_rate"] = float(np.mean([not t.valid for t, _ in turns]))
+        out[f"{game}/{node}/response_tokens"] = float(np.mean([len(t.completion_ids) for t, _ in turns]))
+        out[f"{game}/{node}/value"] = float(np.mean([v for _, v in turns]))
+    return out
+
+
+CUSTOM = "custom"  # the name a run config's own [graph] is played under: graph/custom
+
+
+def graph_env(graph: str | GraphSpec, render_mode: str | None = None, spec: dict | None = None, **options) -> TextGameEnv:
+    """A graph as a PettingZoo AEC env: a built-in's name, or a spec (``graph`` itself, or
+    ``spec`` as plain data for ``"custom"``: what travels to a worker with a run's match plans).
+    ``options`` go to :class:`GraphGame` (``families``: the task families to draw from; ``task``)."""
+    if isinstance(graph, GraphSpec):
+        graph, spec = CUSTOM, graph.model_dump()
+    if graph == CUSTOM and spec is None:
+        raise ValueError("graph/custom is a run config's own [graph]: give its spec (graph_env(GraphSpec(...)))")
+    parsed = builtin(graph) if spec is None else GraphSpec.model_validate(spec)
+    return TextGameEnv(GraphGame, render_mode=render_mode, spec=parsed, name=graph, **options)
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,56 @@ def test_any_text_plays_every_builtin_to_its_end_within_the_turn_cap(seed, texts
         assert set(env.rewards.values()) <= {0.0}
 
 
+PLANNED = GraphSpec.model_validate(
+    {
+        "nodes": {
+            "hint": {"brief": "A hint.", "output": "text"},
+            "planner": {"brief": "Plan.", "output": "text"},
+            "solver": {"brief": "Solve it.", "repeats": 3},
+        },
+        "edges": [*({"source": a, "target": b} for a, b in [("hint", "planner"), ("planner", "solver"), ("hint", "solver")])],
+    }
+)
+
+
+def test_turn_values_are_malts_propagation_on_a_hand_computed_tree():
+    """hint -> planner -> solver x3 (hint also seen by the solvers), the solvers scored: right,
+    wrong, right. Leaves: 1, 0, 1. The planner's children are the three solvers: 2/3. The hint's
+    children are the planner and the three solvers: (2/3 + 1 + 0 + 1) / 4 = 2/3."""
+    env = graph_env(PLANNED)
+    env.reset(seed=6)
+    answer = env.unwrapped.rules.task.answer
+    said = {"hint": "think", "planner": "add", "solver_0": boxed(answer), "solver_1": boxed("no"), "solver_2": boxed(answer)}
+    play(env, lambda seat, rules: said[seat])
+    outcome = env.unwrapped.rules.outcome()
+    assert outcome["values"] == pytest.approx([2 / 3, 2 / 3, 1.0, 0.0, 1.0])
+    assert outcome["began"] == [0, 1, 2, 2, 2] and outcome["correct_share"] == pytest.approx(2 / 3)
+
+
+def test_a_turn_that_nothing_later_saw_is_worth_the_outcome():
+    env = graph_env("agentflow")
+    env.reset(seed=1)
+    play(env, agentflow_script(["reject", "reject", "reject"]))  # the generator answers 0: wrong for this task
+    rules = env.unwrapped.rules
+    assert rules.task.answer != "0"
+    assert rules.outcome()["values"] == [0.0] * 10
+
+
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**16), right=st.lists(st.booleans(), min_size=30, max_size=30))
+def test_with_one_scored_seat_every_turn_is_worth_the_outcome(seed, right):
+    """MALT's propagation in a graph without branching: every turn leads to the one scored answer."""
+    for name in ("malt", "agentflow", "debate"):
+        env = graph_env(name)
+        env.reset(seed=seed)
+        said = iter(right)
+        answer, verdicts = env.unwrapped.rules.task.answer, iter(["accept", "reject"] * 15)
+        texts = {"answer": lambda: boxed(answer if next(said) else "x"), "verdict": lambda: boxed(next(verdicts)), "text": lambda: "so"}
+        play(env, lambda seat, rules: texts[rules.spec.nodes[rules.node_of[seat]].output]())
+        outcome = env.unwrapped.rules.outcome()
+        assert outcome["values"] == [outcome["correct_share"]] * len(outcome["turns"])
+
+
 def test_games_make_serves_the_builtins_by_name():
     env = games.make("graph/malt", max_turns=2)
     assert env.possible_agents == ["generator", "verifier", "refiner"] and env.max_turns == 2
@@ -189,6 +239,7 @@ def test_the_trainer_plays_and_trains_every_node_of_a_graph(tmp_path):
     Trainer(load_config(config), tmp_path / "run").run()
     (it,) = [r for r in events(tmp_path / "run") if r["kind"] == "iteration"]
     assert it["learner/samples"] == 2 * 7, "every turn of every seat trains the one policy"
-    assert {f"graph/debate/{seat}/invalid_rate" for seat in [*DEBATE_ORDER[:3], "judge"]} <= it.keys()
+    assert {f"graph/debate/{node}/{m}" for node in ("debater", "judge") for m in ("invalid_rate", "value", "baseline")} <= it.keys()
+    assert it["graph/debate/calls_per_match"] == 7 and 0 <= it["graph/debate/accuracy"] <= 1
     episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
     assert all([t.seat for t in e.turns] == [*DEBATE_ORDER, "judge"] for e in episodes)

@@ -1,0 +1,86 @@
+"""Graphs in a run config: ``graph = "<built-in>"`` or a ``[graph]`` table, each node a role
+with its own members and estimator (``[roles.<node>]``), trained by the one trainer and
+evaluated on held-out tasks."""
+
+import pytest
+
+from marl.config import ConfigError
+from marl.episode import read_jsonl
+from marl.estimators import ESTIMATORS, graph_credit
+from marl.train import Trainer
+from populations.config import load_run_config
+from tests.runs import events
+
+TOP, ROLLOUT = 'seed = 0\niterations = 1\nmodel = "tiny"\n', "[rollout]\nmatches = 4\nconcurrency = 4\nmax_new_tokens = 4\n"
+PLANNED = """
+[graph.nodes.planner]
+brief = "Plan the solution in one sentence."
+output = "text"
+[graph.nodes.solver]
+brief = "Solve the task. End with \\\\boxed{ANSWER}."
+repeats = 2
+[[graph.edges]]
+source = "planner"
+target = "solver"
+"""
+
+
+def config(tmp_path, text: str, overrides=()):
+    path = tmp_path / "run.toml"
+    path.write_text(TOP + text + ROLLOUT)
+    return load_run_config(path, overrides)
+
+
+def test_a_builtin_graph_is_the_runs_game(tmp_path):
+    loaded = config(tmp_path, 'graph = "malt"\n')
+    assert loaded.games == {"graph/malt": 1.0} and list(loaded.graph_spec.nodes) == ["generator", "verifier", "refiner"]
+    assert config(tmp_path, PLANNED).games == {"graph/custom": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('graph = "malt"\n[games]\nkuhn_poker = 1.0\n', "graph: the run plays graph/malt; leave games out (it says kuhn_poker)"),
+        ('graph = "chain"\n', "graph: Value error, no built-in graph 'chain' (built-in: solo, malt, agentflow, debate)"),
+        ('[games]\n"graph/custom" = 1.0\n', "games: graph/custom is the run's own graph: give it as a [graph] table"),
+        ('graph = "solo"\n[population]\nsize = 2\n', "population: a graph's seats share one outcome"),
+        ('graph = "malt"\n[roles.generator]\nplayer = "tiny"\n', "roles: one per node of the graph (generator, verifier, refiner); "
+         "missing ['verifier', 'refiner'], unknown []"),
+        ('graph = "solo"\n[roles.executor]\nplayer = "scripted:skilled"\n', "roles.executor.player: a graph's nodes are played by models"),
+        ('graph = "solo"\n[roles.executor]\nplayer = "tiny"\nestimator = "adpo"\n', "roles.executor.estimator: adpo credits task forge's"),
+        ('[advantage]\nestimator = "malt"\n', "advantage.estimator: malt credits task forge's attempts or an orchestration "
+         "graph's turns; kuhn_poker has none"),
+        ('graph = "solo"\n[roles.executor]\nplayer = "tiny"\ntask_filter = true\n', "roles.executor: task_filter and kickstart"),
+    ],
+)  # fmt: skip
+def test_a_graph_that_does_not_fit_the_run_is_one_line_naming_the_field(tmp_path, text, message):
+    with pytest.raises(ConfigError) as err:
+        config(tmp_path, text)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_each_node_of_a_custom_graph_learns_with_its_own_members_and_estimator(tmp_path):
+    roles = (
+        '[roles.planner]\nplayer = "tiny"\nestimator = "malt"\n'
+        '[roles.solver]\nplayer = "tiny"\nmembers = 2\nlora = { r = 4 }\nestimator = "grpo"\n'
+        "[eval]\nevery = 1\n[forge]\nheldout = 1\n"
+    )
+    run = tmp_path / "run"
+    Trainer(config(tmp_path, PLANNED + roles), run).run()
+    episodes = read_jsonl(run / "episodes" / "iter_000001.jsonl")
+    assert [e.members for e in episodes[:2]] == [
+        {"planner": "planner", "solver_0": f"solver_{i}", "solver_1": f"solver_{i}"} for i in (0, 1)
+    ], "a node's copies seat the member whose turn it is, members in turn"
+    (it,) = [r for r in events(run) if r["kind"] == "iteration"]
+    assert it["planner/learner/samples"] == 4 and it["solver_0/learner/samples"] == it["solver_1/learner/samples"] == 4
+    assert {f"eval/graph/custom/heldout/{f}" for f in ("arithmetic", "list_ops", "string_ops", "program_output")} <= it.keys()
+    assert it["eval/graph/custom/calls_per_match"] == 3
+
+    credited = [graph_credit(e, t) for e in episodes for t in e.turns]
+    assert {c.key for c in credited} == {("graph/custom", "planner"), ("graph/custom", "solver")}
+    solvers = [c for c in credited if c.turn.tag == "solver"]
+    assert all(len({c.group for c in solvers if c.episode is e}) == 1 for e in episodes), "a round's copies: one GRPO group"
+    advantages, _ = ESTIMATORS["grpo"](solvers, {}, 0.95, 0.2)
+    for e in episodes:  # GRPO over the copies: centred on their mean value
+        mine = [a for c, a in zip(solvers, advantages) if c.episode is e]
+        assert sum(mine) == pytest.approx(0.0, abs=1e-9)
