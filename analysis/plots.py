@@ -34,6 +34,7 @@ from games.kuhn import CARDS
 from games.kuhn_analysis import INFOSETS, THIRD, nash
 from games.task_forge.families import AGENT0_BAND
 from populations.metagame import meta_strategy
+from roles.graph import GraphSpec, builtin
 
 # The metric a learning curve shows by default: the first of these that the run or sweep logged.
 OUTCOME_COLORS = {"win": "tab:green", "draw": "tab:gray", "loss": "tab:red"}
@@ -90,6 +91,7 @@ def run_figures(run: Run, metric: str | None = None) -> dict[str, Figure]:
         "collapse": lambda: collapse_signals(run.metrics),
         "curriculum": lambda: curriculum(run.metrics, run.episodes),
         "lineage": lambda: lineage(run.lineage_graph),
+        "graph": lambda: graph_nodes(graph_of(run.config), run.metrics),
     }
     return _drawn(plots)
 
@@ -498,6 +500,75 @@ def lineage(graph: nx.DiGraph) -> Figure:
     ax.tick_params(left=True, bottom=True, labelleft=True, labelbottom=True)
     ax.legend(handles=[Line2D([], [], color=c, label=k) for k, c in colors.items()], fontsize="small", loc="upper left",
               bbox_to_anchor=(1, 1))  # fmt: skip
+    return fig
+
+
+# ---- orchestration graphs ----------------------------------------------------------------------
+
+NODE_METRICS = {"value": "value", "invalid_rate": "invalid", "response_tokens": "tokens"}  # graph_metrics' names
+NODE_SIZE = 3600  # room for a node's name and three metrics
+
+
+def graph_of(config: dict) -> tuple[str, GraphSpec]:
+    """The game and spec of the graph a run played (its config's ``graph``, or a ``graph/<built-in>`` game)."""
+    graph = config.get("graph")
+    if isinstance(graph, dict):
+        return "graph/custom", GraphSpec.model_validate(graph)
+    name = graph or next((g.removeprefix("graph/") for g in config.get("games", {}) if g.startswith("graph/")), None)
+    if name is None:
+        raise NoData("not a run of an orchestration graph")
+    return f"graph/{name}", builtin(name)
+
+
+def node_metrics(metrics: pd.DataFrame, game: str, nodes: Sequence[str]) -> pd.DataFrame:
+    """Per node (rows), the last iteration's value, invalid rate and response tokens (columns),
+    as ``roles.graph_game.graph_metrics`` logged them; NaN where a node has none."""
+    rows = metrics[metrics["kind"] == "iteration"]
+    if rows.empty:
+        raise NoData("no iteration logged yet")
+    last = rows[rows["iteration"] == rows["iteration"].max()].set_index("metric")["value"]
+    return pd.DataFrame(
+        {label: [last.get(f"{game}/{node}/{name}", np.nan) for node in nodes] for name, label in NODE_METRICS.items()},
+        index=pd.Index(nodes, name="node"),
+    )
+
+
+def graph_nodes(played: tuple[str, GraphSpec], metrics: pd.DataFrame) -> Figure:
+    """The graph as played: nodes in layers of the turn order (loops drawn as arcs back), each
+    with its last iteration's mean turn value (MALT's credit), invalid rate and response length;
+    conditional edges and loop caps written on their edge."""
+    game, spec = played
+    table = node_metrics(metrics, game, list(spec.nodes))
+    graph, forward = spec.graph(), spec.forward()
+    for layer, nodes in enumerate(nx.topological_generations(forward)):
+        for node in nodes:
+            graph.nodes[node]["layer"] = layer
+    positions = nx.multipartite_layout(graph, subset_key="layer")
+    fig, ax = _single(f"{game}: per node, iteration {int(metrics['iteration'].max())}", size=(8, 4.5))
+    xs, ys = zip(*positions.values())  # limits first: a self-loop's arc is drawn to the axes' scale
+    ax.set(xlim=(min(xs) - 0.3, max(xs) + 0.3), ylim=(min(ys) - 0.6, max(ys) + 0.6))
+    layer = nx.get_node_attributes(graph, "layer")
+    curved = {(u, v): "arc3,rad=0.4" if a["rounds"] else "arc3,rad=0.3" if layer[v] - layer[u] > 1 else "arc3"
+              for u, v, a in graph.edges(data=True) if u != v}  # a self-loop is written in its node  # fmt: skip
+    notes = {
+        (u, v): " ".join(filter(None, [a["when"] if a["when"] != "always" else "", f"≤{a['rounds']} rounds" if a["rounds"] else ""]))
+        for u, v, a in graph.edges(data=True)
+    }  # fmt: skip
+    for style in set(curved.values()):
+        edges = [e for e, c in curved.items() if c == style]
+        dashed = "dashed" if style.endswith("0.4") else "solid"
+        nx.draw_networkx_edges(graph, positions, edgelist=edges, ax=ax, node_size=NODE_SIZE, style=dashed, connectionstyle=style)
+        nx.draw_networkx_edge_labels(graph, positions, edge_labels={e: notes[e] for e in edges if notes[e]}, ax=ax,
+                                     font_size=7, connectionstyle=style, node_size=NODE_SIZE)  # fmt: skip
+    nx.draw_networkx_nodes(graph, positions, ax=ax, node_size=NODE_SIZE, node_color="white", edgecolors="0.3")
+    labels = {
+        node: "\n".join([f"{node}" + (f" ×{spec.nodes[node].repeats}" if spec.nodes[node].repeats > 1 else ""),
+                         *([f"↻ {notes[node, node]}"] if graph.has_edge(node, node) else []),
+                         *(f"{k} {v:.2f}" for k, v in row.items() if not np.isnan(v))])
+        for node, row in table.iterrows()
+    }  # fmt: skip
+    nx.draw_networkx_labels(graph, positions, labels=labels, ax=ax, font_size=7)
+    ax.axis("off")
     return fig
 
 

@@ -113,6 +113,10 @@ def scripted_players(game: str) -> dict[str, Callable[[], Player]]:
     TextArena's, whose moves are free text with no list to draw from."""
     if game.startswith("textarena/"):
         return {}
+    if game.startswith("graph/"):  # any node of any graph (roles/graph_players.py)
+        from roles.graph_players import GRAPH_PLAYERS
+
+        return {"random": RandomPlayer, **GRAPH_PLAYERS}
     return SCRIPTED_PLAYERS.get(game, {"random": RandomPlayer})
 
 

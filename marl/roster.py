@@ -19,7 +19,6 @@ from marl.learners import LearnerSpec
 from marl.members import MEMBER, PLAYER, Bases, Member, Recipe, build_seat
 from populations.config import SAMPLING_HPARAMS, RoleConfig, RunConfig
 from populations.population import Population
-from roles.forge import GAME as FORGE
 
 
 
@@ -101,6 +100,6 @@ def _role_roster(config: RunConfig, bases: Bases) -> Roster:
 
 def _role_recipe(config: RunConfig, role: str, rc: RoleConfig, index: int, name: str) -> Recipe:
     if rc.scripted is not None:
-        return Recipe(name, config, scripted=rc.scripted, game=FORGE)
+        return Recipe(name, config, scripted=rc.scripted, game=next(iter(config.games)))
     update = {"model": rc.player, "model_seed": rc.model_seed + (0 if rc.lora.r else index), "lora": rc.lora}
     return Recipe(name, config.model_copy(update=update), frozen=not rc.trainable)

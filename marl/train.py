@@ -65,7 +65,8 @@ from marl.members import Member
 from marl.planners import PopulationPlan, SelfPlay
 from marl.pools import Job, LearnerLost, LocalPool, RayPool, TeamLearners
 from marl.credit import anneal, task_filter
-from marl.roster import FORGE, build_roster, initial_hparams, optim_settings
+from marl.roster import build_roster, initial_hparams, optim_settings
+from roles.forge import GAME as FORGE
 from marl.rundir import OldCheckpoint, RunLock, save_tensors, write_text
 from marl.trackers import Trackers
 from populations.config import RunConfig

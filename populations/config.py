@@ -196,13 +196,14 @@ class RunConfig(TrainConfig):
         return self
 
     def _roles_are_nodes(self, spec: GraphSpec) -> None:
-        """A graph's roles: one per node, each played by a model that learns from its own turns."""
+        """A graph's roles: one per node, each played by models that learn from their own turns or a scripted player."""
         missing, unknown = [n for n in spec.nodes if n not in self.roles], sorted(set(self.roles) - set(spec.nodes))
         if missing or unknown:
             raise ValueError(f"roles: one per node of the graph ({', '.join(spec.nodes)}); missing {missing}, unknown {unknown}")
+        scripted = games.scripted_players(next(iter(self.games)))
         for role, seat in self.roles.items():
-            if seat.scripted is not None:
-                raise ValueError(f"roles.{role}.player: a graph's nodes are played by models ({', '.join(MODELS)} or hf:<path>)")
+            if seat.scripted is not None and seat.scripted not in scripted:
+                raise ValueError(f"roles.{role}.player: no scripted player {seat.scripted!r} for a graph's nodes; choose from {', '.join(scripted)}")
             if seat.task_filter or seat.kickstart or seat.kickstart_final is not None:
                 raise ValueError(f"roles.{role}: task_filter and kickstart are task forge's executor's")
 

@@ -82,13 +82,20 @@ def expand(sweep: SweepConfig) -> list[dict[str, Any]]:
 
 
 def run_name(index: int, settings: dict[str, Any]) -> str:
-    """``003-matchmaker=psro-size=2-seed=1``: readable, unique by its index."""
-    parts = [f"{key.rsplit('.', 1)[-1]}={value}" for key, value in settings.items()]
+    """``003-matchmaker=psro-size=2-seed=1``: readable, unique by its index (a table is named, not spelt out)."""
+    parts = [key if isinstance(value, dict) else f"{key.rsplit('.', 1)[-1]}={value}" for key, value in settings.items()]
     return "-".join([f"{index:03d}", *parts]).replace("/", "_").replace(" ", "")
 
 
 def _assignments(settings: dict[str, Any]) -> list[str]:
-    return [f"{key}={json.dumps(value)}" for key, value in settings.items()]
+    """``--set`` values; a table becomes one dotted key per value (``roles.executor.player=…``)."""
+    out = []
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            out += _assignments({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            out.append(f"{key}={json.dumps(value)}")
+    return out
 
 
 def train_command(sweep: SweepConfig, settings: dict[str, Any], run_dir: Path) -> list[str]:

@@ -164,6 +164,13 @@ class GraphGame(Rules):
 
     # ---- what a seat sees ----
 
+    def seen(self, seat: int) -> list[Turn]:
+        """The turns ``seat`` sees: its own node's and its predecessors', those spoken before its
+        node's turn began if it is speaking now."""
+        node = self.node_of[self.info.seats[seat]]
+        sees = {node, *self.graph.predecessors(node)}
+        return [t for t in (self.turns[: self._began] if node == self._speaking else self.turns) if t.node in sees]
+
     def view(self, seat: int) -> str:
         name = self.info.seats[seat]
         node = self.node_of[name]
@@ -171,10 +178,8 @@ class GraphGame(Rules):
         lines = [f"Task: {self.task.statement}"]
         if spec.reference:
             lines.append(f"Reference answer: {self.task.answer}")
-        sees = {node, *self.graph.predecessors(node)}
-        for turn in self.turns[: self._began] if node == self._speaking else self.turns:
-            if turn.node in sees:
-                lines.append(f"{'You' if turn.seat == name else turn.seat} said: {turn.text[:SHOWN_CHARS]}")
+        for turn in self.seen(seat):
+            lines.append(f"{'You' if turn.seat == name else turn.seat} said: {turn.text[:SHOWN_CHARS]}")
         lines.append(f"You are the {node}. {spec.brief}")
         return "\n".join(lines)
 

@@ -1,7 +1,8 @@
 """Small real runs and a small real sweep, made once per test session, for the analysis tests.
 
 Each is what a user's command writes: ``coevo train`` with the tiny model (Kuhn poker with
-evaluation, tic-tac-toe, a Kuhn population), task forge with scripted role players, ``coevo sweep``
+evaluation, tic-tac-toe, a Kuhn population), task forge and an orchestration graph with scripted
+role players, ``coevo sweep``
 (2 matchmakers × 2 seeds) and a run killed by SIGKILL with a half-written line at the end.
 """
 
@@ -55,6 +56,14 @@ def population_run(tmp_path_factory) -> Path:
 def forge_run(tmp_path_factory) -> Path:
     """Task forge with scripted proposer (SEC), executor, verifier and teacher."""
     return train(tmp_path_factory.mktemp("forge") / "run", "task_forge_scripted.toml", 3, "eval.every=1")
+
+
+@pytest.fixture(scope="session")
+def graph_run(tmp_path_factory) -> Path:
+    """AgentFlow's graph with a scripted player in every node, evaluated on held-out tasks."""
+    nodes = ("planner", "executor", "verifier", "generator")
+    return train(tmp_path_factory.mktemp("graph") / "run", "graph_tiny.toml", 2, 'graph="agentflow"', "eval.every=1",
+                 "forge.heldout=4", *(f'roles.{n}.player="scripted:skilled"' for n in nodes))  # fmt: skip
 
 
 @pytest.fixture(scope="session")

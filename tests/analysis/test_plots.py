@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from analysis import plots
 from analysis.load import METRIC_COLUMNS, PAYOFF_COLUMNS, load_run, load_sweep
 from games.kuhn_analysis import INFOSETS, THIRD, nash
+from tests.runs import events
 
 KUHN = {"learning_curves", "outcomes", "kuhn_strategy", "collapse"}
 POPULATION = {"learning_curves", "ratings", "payoffs", "kuhn_strategy", "collapse", "lineage"}
@@ -51,6 +52,7 @@ def payoffs(cells: dict[tuple[str, str], tuple[int, int, int]], roles=("player_0
         ("tictactoe_run", {"learning_curves", "collapse", "opening_moves"}),
         ("population_run", POPULATION),
         ("forge_run", {"learning_curves", "curriculum"}),  # scripted roles log no tokens or gradients
+        ("graph_run", {"learning_curves", "collapse", "graph"}),
     ],
 )
 @pytest.mark.filterwarnings("ignore:.*not complete JSON")  # the killed run's half-written line
@@ -104,6 +106,7 @@ def test_save_figure_writes_a_valid_png_and_svg(kuhn_run, tmp_path):
         lambda run: plots.collapse_signals(run.metrics),
         lambda run: plots.curriculum(run.metrics, run.episodes),
         lambda run: plots.lineage(run.lineage_graph),
+        lambda run: plots.graph_nodes(plots.graph_of(run.config), run.metrics),
     ],
 )
 def test_every_plot_refuses_a_run_without_its_data(plot, tmp_path):
@@ -402,3 +405,27 @@ def test_heatmap_cells_show_the_games_behind_each_rate():
     heat = drawn(plots.payoff_heatmap(table)).axes[0]
     cells = {t.get_text() for t in heat.texts}
     assert {"0.75\n4", "1.00\n20", "0.25\n4", "0.00\n20"} <= cells
+
+
+# ---- orchestration graphs ----------------------------------------------------------------------
+
+
+def test_each_node_shows_its_last_iterations_value_invalid_rate_and_length(graph_run):
+    run = load_run(graph_run)
+    game, spec = plots.graph_of(run.config)
+    assert game == "graph/agentflow" and list(spec.nodes) == ["planner", "executor", "verifier", "generator"]
+    table = plots.node_metrics(run.metrics, game, list(spec.nodes))
+    last = [e for e in events(graph_run) if e["kind"] == "iteration"][-1]
+    for node in spec.nodes:
+        assert table.loc[node].tolist() == [last[f"{game}/{node}/{m}"] for m in ("value", "invalid_rate", "response_tokens")]
+    labels = [t.get_text() for t in plots.graph_nodes((game, spec), run.metrics).axes[0].texts]
+    assert f"planner\nvalue {last['graph/agentflow/planner/value']:.2f}" in "\n".join(labels)
+    assert "rejected ≤2 rounds" in labels, "a conditional loop says when and how often"
+
+
+def test_a_custom_graph_is_read_from_the_config_and_a_seat_game_has_none():
+    game, spec = plots.graph_of({"graph": {"nodes": {"solver": {"brief": "Solve."}}}, "games": {"graph/custom": 1.0}})
+    assert game == "graph/custom" and list(spec.nodes) == ["solver"]
+    assert plots.graph_of({"games": {"graph/debate": 1.0}})[0] == "graph/debate"
+    with pytest.raises(plots.NoData):
+        plots.graph_of({"games": {"kuhn_poker": 1.0}})

@@ -46,7 +46,8 @@ def test_a_builtin_graph_is_the_runs_game(tmp_path):
         ('graph = "solo"\n[population]\nsize = 2\n', "population: a graph's seats share one outcome"),
         ('graph = "malt"\n[roles.generator]\nplayer = "tiny"\n', "roles: one per node of the graph (generator, verifier, refiner); "
          "missing ['verifier', 'refiner'], unknown []"),
-        ('graph = "solo"\n[roles.executor]\nplayer = "scripted:skilled"\n', "roles.executor.player: a graph's nodes are played by models"),
+        ('graph = "solo"\n[roles.executor]\nplayer = "scripted:noisy"\n', "roles.executor.player: no scripted player 'noisy' for a graph's "
+         "nodes; choose from random, skilled, weak"),
         ('graph = "solo"\n[roles.executor]\nplayer = "tiny"\nestimator = "adpo"\n', "roles.executor.estimator: adpo credits task forge's"),
         ('[advantage]\nestimator = "malt"\n', "advantage.estimator: malt credits task forge's attempts or an orchestration "
          "graph's turns; kuhn_poker has none"),
