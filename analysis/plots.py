@@ -550,10 +550,7 @@ def graph_nodes(played: tuple[str, GraphSpec], metrics: pd.DataFrame) -> Figure:
     layer = nx.get_node_attributes(graph, "layer")
     curved = {(u, v): "arc3,rad=0.4" if a["rounds"] else "arc3,rad=0.3" if layer[v] - layer[u] > 1 else "arc3"
               for u, v, a in graph.edges(data=True) if u != v}  # a self-loop is written in its node  # fmt: skip
-    notes = {
-        (u, v): " ".join(filter(None, [a["when"] if a["when"] != "always" else "", f"≤{a['rounds']} rounds" if a["rounds"] else ""]))
-        for u, v, a in graph.edges(data=True)
-    }  # fmt: skip
+    notes = {(u, v): _edge_note(a["when"], a["rounds"]) for u, v, a in graph.edges(data=True)}
     for style in set(curved.values()):
         edges = [e for e, c in curved.items() if c == style]
         dashed = "dashed" if style.endswith("0.4") else "solid"
@@ -570,6 +567,11 @@ def graph_nodes(played: tuple[str, GraphSpec], metrics: pd.DataFrame) -> Figure:
     nx.draw_networkx_labels(graph, positions, labels=labels, ax=ax, font_size=7)
     ax.axis("off")
     return fig
+
+
+def _edge_note(when: str, rounds: int | None) -> str:
+    """What an edge's label says: its condition, and a loop's cap."""
+    return " ".join(filter(None, [when if when != "always" else "", f"≤{rounds} rounds" if rounds else ""]))
 
 
 # ---- sweeps ------------------------------------------------------------------------------------

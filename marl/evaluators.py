@@ -208,7 +208,10 @@ class GraphHeldout:
         ]  # fmt: skip
         played = trainer.engine.play(specs)
         right = [ep.outcome["correct_share"] for ep in played]
-        out = {f"eval/{self.game}/heldout/{f}": float(np.mean([r for t, r in zip(self.tasks, right) if t.family == f])) for f in FAMILIES}
+        out = {
+            f"eval/{self.game}/heldout/{f}": float(np.mean([r for t, r in zip(self.tasks, right) if t.family == f]))
+            for f in FAMILIES
+        }  # fmt: skip
         out[f"eval/{self.game}/heldout_accuracy"] = float(np.mean(right))
         out[f"eval/{self.game}/calls_per_match"] = float(np.mean([len(ep.turns) for ep in played]))
         return out

@@ -35,7 +35,8 @@ class SelfPlay:
         for m in range(self.matches):
             game = names[rng.choice(len(names), p=p / p.sum())]
             seats = dict.fromkeys(self.seats[game], self.member)
-            plans.append(MatchPlan(game, derive_seed(self.seed, iteration, m), seats, f"it{iteration}-m{m}", self.kwargs[game] or None))
+            seed, kwargs = derive_seed(self.seed, iteration, m), self.kwargs[game] or None
+            plans.append(MatchPlan(game, seed, seats, f"it{iteration}-m{m}", kwargs))
         return plans, []
 
 

@@ -66,7 +66,6 @@ from marl.planners import PopulationPlan, SelfPlay
 from marl.pools import Job, LearnerLost, LocalPool, RayPool, TeamLearners
 from marl.credit import anneal, task_filter
 from marl.roster import build_roster, initial_hparams, optim_settings
-from roles.forge import GAME as FORGE
 from marl.rundir import OldCheckpoint, RunLock, save_tensors, write_text
 from marl.trackers import Trackers
 from populations.config import RunConfig
@@ -75,6 +74,7 @@ from populations.population import Population
 from populations.roles import RolePopulations
 from populations.snapshots import Snapshots, snapshot_recipe
 from roles import rewards
+from roles.forge import GAME as FORGE
 from roles.graph_game import graph_metrics, node_of_seat
 
 

@@ -100,7 +100,9 @@ class ForgeConfig(Strict):
     proposer_tool_calls: int = Field(4, ge=0, description="Python runs the proposer may make before submitting")
     cpu_seconds: float = Field(2.0, gt=0, description="sandbox CPU limit per program")
     wall_seconds: float = Field(5.0, gt=0, description="sandbox wall-time limit per program")
-    heldout: int = Field(32, ge=1, description="held-out tasks per family for the evaluation of task forge's executors, or of a graph's answer")
+    heldout: int = Field(
+        32, ge=1, description="held-out tasks per family for the evaluation of task forge's executors, or of a graph's answer"
+    )
     seed_tasks: bool = Field(
         False, description="play a task-family task when the proposer's is invalid, so the other roles still learn"
     )
@@ -203,7 +205,9 @@ class RunConfig(TrainConfig):
         scripted = games.scripted_players(next(iter(self.games)))
         for role, seat in self.roles.items():
             if seat.scripted is not None and seat.scripted not in scripted:
-                raise ValueError(f"roles.{role}.player: no scripted player {seat.scripted!r} for a graph's nodes; choose from {', '.join(scripted)}")
+                raise ValueError(
+                    f"roles.{role}.player: no scripted player {seat.scripted!r} for a graph's nodes; choose from {', '.join(scripted)}"
+                )
             if seat.task_filter or seat.kickstart or seat.kickstart_final is not None:
                 raise ValueError(f"roles.{role}: task_filter and kickstart are task forge's executor's")
 

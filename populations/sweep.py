@@ -87,15 +87,20 @@ def run_name(index: int, settings: dict[str, Any]) -> str:
     return "-".join([f"{index:03d}", *parts]).replace("/", "_").replace(" ", "")
 
 
-def _assignments(settings: dict[str, Any]) -> list[str]:
-    """``--set`` values; a table becomes one dotted key per value (``roles.executor.player=…``)."""
-    out = []
+def flat(settings: dict[str, Any]) -> dict[str, Any]:
+    """A run's settings with its tables spelt out, one dotted key per value
+    (``roles.executor.player``): one ``--set`` each, and one column each in the results table."""
+    out: dict[str, Any] = {}
     for key, value in settings.items():
         if isinstance(value, dict):
-            out += _assignments({f"{key}.{k}": v for k, v in value.items()})
+            out.update(flat({f"{key}.{k}": v for k, v in value.items()}))
         else:
-            out.append(f"{key}={json.dumps(value)}")
+            out[key] = value
     return out
+
+
+def _assignments(settings: dict[str, Any]) -> list[str]:
+    return [f"{key}={json.dumps(value)}" for key, value in flat(settings).items()]
 
 
 def train_command(sweep: SweepConfig, settings: dict[str, Any], run_dir: Path) -> list[str]:
@@ -158,7 +163,7 @@ def run_sweep(path: str | Path, out: str | Path, on_done: Callable[[str], None] 
     for name, settings, run_dir, iterations in plan:
         code, seconds = outcome.get(name, (0, 0.0))
         status = "done" if finished(run_dir, iterations) else f"failed (exit {code}; see {out / 'logs' / name}.log)"
-        rows.append({"run": name, **settings, "status": status, "seconds": seconds, "run_dir": str(run_dir), **final_metrics(run_dir)})
+        rows.append({"run": name, **flat(settings), "status": status, "seconds": seconds, "run_dir": str(run_dir), **final_metrics(run_dir)})
     table = pd.DataFrame(rows)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "results.csv", index=False)

@@ -2,6 +2,10 @@
 with its own members and estimator (``[roles.<node>]``), trained by the one trainer and
 evaluated on held-out tasks."""
 
+import json
+from pathlib import Path
+
+import pandas as pd
 import pytest
 
 from marl.config import ConfigError
@@ -9,6 +13,7 @@ from marl.episode import read_jsonl
 from marl.estimators import ESTIMATORS, graph_credit
 from marl.train import Trainer
 from populations.config import load_run_config
+from populations.sweep import expand, flat, load_sweep, run_sweep
 from tests.runs import events
 
 TOP, ROLLOUT = 'seed = 0\niterations = 1\nmodel = "tiny"\n', "[rollout]\nmatches = 4\nconcurrency = 4\nmax_new_tokens = 4\n"
@@ -85,3 +90,32 @@ def test_each_node_of_a_custom_graph_learns_with_its_own_members_and_estimator(t
     for e in episodes:  # GRPO over the copies: centred on their mean value
         mine = [a for c, a in zip(solvers, advantages) if c.episode is e]
         assert sum(mine) == pytest.approx(0.0, abs=1e-9)
+
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+CALLS = {"solo": 1, "malt": 3, "debate": 7}  # model calls a match
+
+
+def test_the_topology_sweep_compares_graphs_at_equal_model_calls():
+    sweep = load_sweep(EXAMPLES / "sweep_topologies.toml")
+    runs = expand(sweep)
+    assert len(runs) == 18 and sorted({r["seed"] for r in runs}) == [0, 1, 2]
+    for settings in runs:
+        config = load_run_config(sweep.config, [*sweep.set, *(f"{k}={json.dumps(v)}" for k, v in flat(settings).items())])
+        assert CALLS[config.graph] * config.rollout.matches == 42, settings
+        players = {rc.player for rc in (config.roles or {}).values()}
+        assert players in ({"scripted:skilled"}, set()), "scripted players in every node, or the tiny model in every node"
+
+
+def test_a_sweep_over_graphs_with_role_tables_tabulates_one_column_per_setting(tmp_path):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(
+        f'config = "{EXAMPLES / "graph_tiny.toml"}"\nparallel = 2\nset = ["iterations=1", "eval.every=1", "forge.heldout=2"]\n'
+        '[[runs]]\ngraph = "solo"\n[runs.roles]\nexecutor = { player = "scripted:skilled" }\n'
+        '[[runs]]\ngraph = "debate"\n[runs.roles]\ndebater = { player = "scripted:skilled" }\njudge = { player = "scripted:weak" }\n'
+    )
+    table = run_sweep(spec, tmp_path / "out")
+    assert list(table["run"]) == ["000-graph=solo-roles", "001-graph=debate-roles"] and (table.status == "done").all()
+    assert list(table["roles.judge.player"].fillna("")) == ["", "scripted:weak"]
+    assert table["eval/graph/debate/calls_per_match"].iloc[1] == 7
+    pd.testing.assert_frame_equal(table, pd.read_parquet(tmp_path / "out" / "results.parquet"))
