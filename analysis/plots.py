@@ -520,7 +520,7 @@ def graph_of(config: dict) -> tuple[str, GraphSpec]:
     return f"graph/{name}", builtin(name)
 
 
-def node_metrics(metrics: pd.DataFrame, game: str, nodes: Sequence[str]) -> pd.DataFrame:
+def node_metrics(metrics: pd.DataFrame, nodes: Sequence[str]) -> pd.DataFrame:
     """Per node (rows), the last iteration's value, invalid rate and response tokens (columns),
     as ``roles.graph_game.graph_metrics`` logged them; NaN where a node has none."""
     rows = metrics[metrics["kind"] == "iteration"]
@@ -528,7 +528,7 @@ def node_metrics(metrics: pd.DataFrame, game: str, nodes: Sequence[str]) -> pd.D
         raise NoData("no iteration logged yet")
     last = rows[rows["iteration"] == rows["iteration"].max()].set_index("metric")["value"]
     return pd.DataFrame(
-        {label: [last.get(f"{game}/{node}/{name}", np.nan) for node in nodes] for name, label in NODE_METRICS.items()},
+        {label: [last.get(f"graph/{node}/{name}", np.nan) for node in nodes] for name, label in NODE_METRICS.items()},
         index=pd.Index(nodes, name="node"),
     )
 
@@ -538,7 +538,7 @@ def graph_nodes(played: tuple[str, GraphSpec], metrics: pd.DataFrame) -> Figure:
     with its last iteration's mean turn value (MALT's credit), invalid rate and response length;
     conditional edges and loop caps written on their edge."""
     game, spec = played
-    table = node_metrics(metrics, game, list(spec.nodes))
+    table = node_metrics(metrics, list(spec.nodes))
     graph, forward = spec.graph(), spec.forward()
     for layer, nodes in enumerate(nx.topological_generations(forward)):
         for node in nodes:

@@ -30,7 +30,8 @@ from marl.config import TrainConfig, load_config
 from marl.train import Trainer
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
-POOL = ["pool.kind='ray'", "pool.rollout_workers=2", "eval.every=0", "checkpoint_every=1000"]
+RAY = ["pool.kind='ray'", "pool.rollout_workers=2"]
+SETTINGS = ["eval.every=0", "checkpoint_every=1000"]
 WORKLOADS = {  # name -> (example, overrides)
     "kuhn": ("kuhn_tiny.toml", ["rollout.matches=128"]),
     "tictactoe": (
@@ -48,10 +49,10 @@ WORKLOADS = {  # name -> (example, overrides)
 }
 
 
-def config_for(workload: str, schedule: list[str], iterations: int, matches: int | None) -> TrainConfig:
+def config_for(workload: str, schedule: list[str], iterations: int, matches: int | None, pool: list[str]) -> TrainConfig:
     example, overrides = WORKLOADS[workload]
     extra = [f"rollout.matches={matches}"] if matches else []
-    return load_config(EXAMPLES / example, [*POOL, *schedule, f"iterations={iterations}", *overrides, *extra])
+    return load_config(EXAMPLES / example, [*pool, *SETTINGS, *schedule, f"iterations={iterations}", *overrides, *extra])
 
 
 def samples_per_s(config: TrainConfig) -> dict:
@@ -73,15 +74,18 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--iterations", type=int, default=8)
-    parser.add_argument("--quick", action="store_true", help="kuhn, k = 2, 3 iterations of 16 matches: a smoke test")
+    parser.add_argument(
+        "--quick", action="store_true", help="kuhn, k = 2, 3 iterations of 16 matches, local pool: a smoke test of the script"
+    )
     args = parser.parse_args()
     workloads, ks, iterations, matches = (["kuhn"], [2], 3, 16) if args.quick else (args.workloads, args.ks, args.iterations, None)
+    pool = [] if args.quick else RAY  # Ray's start-up would be most of a smoke test
     rows = []
     for workload in workloads:
-        sync = samples_per_s(config_for(workload, ["train.mode='sync'"], iterations, matches))
+        sync = samples_per_s(config_for(workload, ["train.mode='sync'"], iterations, matches, pool))
         row = {"workload": workload, "sync": sync}
         for k in ks:
-            run = samples_per_s(config_for(workload, ["train.mode='async'", f"train.max_staleness={k}"], iterations, matches))
+            run = samples_per_s(config_for(workload, ["train.mode='async'", f"train.max_staleness={k}"], iterations, matches, pool))
             row[f"async_k{k}"] = {**run, "ratio_vs_sync": round(run["samples_per_s"] / sync["samples_per_s"], 3)}
         rows.append(row)
         print(json.dumps({"benchmark": "async_speed", **row}), flush=True)

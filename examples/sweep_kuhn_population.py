@@ -1,6 +1,6 @@
 """Run the population sweep (examples/sweep_kuhn_population.toml) and compare what emerged.
 
-    python examples/sweep_kuhn_population.py [--out runs/sweep_kuhn_population]
+    python examples/sweep_kuhn_population.py [--out runs/sweep_kuhn_population] [--sweep SWEEP.toml]
 
 The same runs as ``coevo sweep examples/sweep_kuhn_population.toml`` (finished runs are skipped,
 interrupted ones resumed), then the results table as pandas sees it: the final exact
@@ -23,8 +23,9 @@ HERE = Path(__file__).parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("runs") / "sweep_kuhn_population")
+    parser.add_argument("--sweep", type=Path, default=HERE / "sweep_kuhn_population.toml", help="a sweep of the same settings")
     args = parser.parse_args()
-    table = run_sweep(HERE / "sweep_kuhn_population.toml", args.out)
+    table = run_sweep(args.sweep, args.out)
     done = table[table.status == "done"]
     summary = done.pivot_table(
         index="population.matchmaker", columns="population.size",

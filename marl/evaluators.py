@@ -209,11 +209,11 @@ class GraphHeldout:
         played = trainer.engine.play(specs)
         right = [ep.outcome["correct_share"] for ep in played]
         out = {
-            f"eval/{self.game}/heldout/{f}": float(np.mean([r for t, r in zip(self.tasks, right) if t.family == f]))
+            f"eval/graph/heldout/{f}": float(np.mean([r for t, r in zip(self.tasks, right) if t.family == f]))
             for f in FAMILIES
         }  # fmt: skip
-        out[f"eval/{self.game}/heldout_accuracy"] = float(np.mean(right))
-        out[f"eval/{self.game}/calls_per_match"] = float(np.mean([len(ep.turns) for ep in played]))
+        out["eval/graph/heldout_accuracy"] = float(np.mean(right))
+        out["eval/graph/calls_per_match"] = float(np.mean([len(ep.turns) for ep in played]))
         return out
 
 

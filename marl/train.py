@@ -223,9 +223,8 @@ class Trainer:
             metrics = {"rollout/invalid_rate": float(np.mean([not t.valid for e in training for t in e.turns] or [0.0]))}
             reasons = Counter(t.reason.split(";")[0] for e in training for t in e.turns if not t.valid)
             metrics["rollout/invalid_reasons"] = dict(reasons.most_common(5))
-            for game in self.config.games:
-                if game.startswith("graph/"):
-                    metrics.update(graph_metrics(game, training))
+            if self.config.graph_spec is not None:
+                metrics.update(graph_metrics(training))
         if self.config.roles is not None:
             if self.planner.configs:  # role populations: rated on the shaped rewards, what each role learns from
                 self.planner.record(episodes)
@@ -306,8 +305,8 @@ class Trainer:
         out: dict = {}
         for key in dict.fromkeys(c.key for c in turns if c.episode.game.startswith("graph/")):  # a graph's nodes
             adv = [a for c, a in zip(turns, advantages) if c.key == key]
-            out[f"{key[0]}/{key[1]}/baseline"] = member.baselines.get(key, 0.0)
-            out[f"{key[0]}/{key[1]}/adv_mean"], out[f"{key[0]}/{key[1]}/adv_std"] = float(np.mean(adv)), float(np.std(adv))
+            out[f"graph/{key[1]}/baseline"] = member.baselines.get(key, 0.0)
+            out[f"graph/{key[1]}/adv_mean"], out[f"graph/{key[1]}/adv_std"] = float(np.mean(adv)), float(np.std(adv))
         for game, seats in self.planner.seats.items():
             if game.startswith("graph/"):
                 continue  # cooperative: no seat wins; per node above and in roles.graph_game.graph_metrics

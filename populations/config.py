@@ -161,6 +161,8 @@ class RunConfig(TrainConfig):
     def _custom_graph_has_its_spec(self) -> RunConfig:
         if f"graph/{CUSTOM}" in self.games and not isinstance(self.graph, GraphSpec):
             raise ValueError(f"games: graph/{CUSTOM} is the run's own graph: give it as a [graph] table of nodes and edges")
+        if any(g.startswith("graph/") for g in self.games) and len(self.games) > 1:
+            raise ValueError("games: a run plays one graph, alone (its metrics are the graph's); compare graphs with a sweep")
         if any(g.startswith("graph/") for g in self.games) and self.population is not None:
             raise ValueError(
                 "population: a graph's seats share one outcome, so there is no opponent to match; "

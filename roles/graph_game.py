@@ -222,25 +222,23 @@ class GraphGame(Rules):
         return values
 
 
-def graph_metrics(game: str, episodes: list) -> dict[str, float]:
-    """An iteration's matches of ``game`` (played ``Episode`` records): its accuracy (the scored
-    answers' share right), model calls per match, and per node its invalid rate, response length
-    and mean turn value (the credit MALT's propagation gives it)."""
-    played = [ep for ep in episodes if ep.game == game]
-    if not played:
-        return {}
+def graph_metrics(played: list) -> dict[str, float]:
+    """An iteration's matches of a run's graph (played ``Episode`` records): its accuracy (the
+    scored answers' share right), model calls per match, and per node its invalid rate, response
+    length and mean turn value (the credit MALT's propagation gives it). Named ``graph/…``
+    whichever graph it is (a run plays one), so that a sweep over graphs compares one metric."""
     out = {
-        f"{game}/accuracy": float(np.mean([ep.outcome["correct_share"] for ep in played])),
-        f"{game}/calls_per_match": float(np.mean([len(ep.turns) for ep in played])),
+        "graph/accuracy": float(np.mean([ep.outcome["correct_share"] for ep in played])),
+        "graph/calls_per_match": float(np.mean([len(ep.turns) for ep in played])),
     }
     by_node: dict[str, list] = {}
     for ep in played:
         for turn, value in zip(ep.turns, ep.outcome["values"]):
             by_node.setdefault(turn.tag, []).append((turn, value))
     for node, turns in by_node.items():
-        out[f"{game}/{node}/invalid_rate"] = float(np.mean([not t.valid for t, _ in turns]))
-        out[f"{game}/{node}/response_tokens"] = float(np.mean([len(t.completion_ids) for t, _ in turns]))
-        out[f"{game}/{node}/value"] = float(np.mean([v for _, v in turns]))
+        out[f"graph/{node}/invalid_rate"] = float(np.mean([not t.valid for t, _ in turns]))
+        out[f"graph/{node}/response_tokens"] = float(np.mean([len(t.completion_ids) for t, _ in turns]))
+        out[f"graph/{node}/value"] = float(np.mean([v for _, v in turns]))
     return out
 
 

@@ -414,12 +414,12 @@ def test_each_node_shows_its_last_iterations_value_invalid_rate_and_length(graph
     run = load_run(graph_run)
     game, spec = plots.graph_of(run.config)
     assert game == "graph/agentflow" and list(spec.nodes) == ["planner", "executor", "verifier", "generator"]
-    table = plots.node_metrics(run.metrics, game, list(spec.nodes))
+    table = plots.node_metrics(run.metrics, list(spec.nodes))
     last = [e for e in events(graph_run) if e["kind"] == "iteration"][-1]
     for node in spec.nodes:
-        assert table.loc[node].tolist() == [last[f"{game}/{node}/{m}"] for m in ("value", "invalid_rate", "response_tokens")]
+        assert table.loc[node].tolist() == [last[f"graph/{node}/{m}"] for m in ("value", "invalid_rate", "response_tokens")]
     labels = [t.get_text() for t in plots.graph_nodes((game, spec), run.metrics).axes[0].texts]
-    assert f"planner\nvalue {last['graph/agentflow/planner/value']:.2f}" in "\n".join(labels)
+    assert f"planner\nvalue {last['graph/planner/value']:.2f}" in "\n".join(labels)
     assert "rejected ≤2 rounds" in labels, "a conditional loop says when and how often"
 
 

@@ -161,16 +161,19 @@ def test_an_async_run_is_the_same_whatever_the_timing(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("killed_after", [3, 1])  # 3: two iterations in flight at the checkpoint (every 2); 1: before it
-def test_a_killed_async_run_resumes_exactly(tmp_path, killed_after):
+def test_a_killed_async_run_resumes_exactly(tmp_path):
     """Finished episodes not yet trained on, and matches still playing, are lost with the process:
     the checkpoint keeps their jobs (plans and the weights they were handed), and the resumed run
-    plays them again — the same matches — so it trains on each exactly once, as the unbroken run."""
+    plays them again — the same matches — so it trains on each exactly once, as the unbroken run.
+    Killed after iteration 3 (two iterations in flight at the checkpoint, every 2) and after 1
+    (before it)."""
     config = short_kuhn(tmp_path, 5, 2)
-    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    whole = tmp_path / "whole"
     Trainer(load_config(config), whole).run()
-    train_killed_after([str(config)], killed, iteration=killed_after)
-    Trainer(load_run_config(killed / "config.toml"), killed).run(resume=True)
-    assert comparable(events(killed)) == comparable(events(whole))
-    assert [r["iteration"] for r in comparable(events(killed))] == [1, 2, 3, 4, 5]
-    assert shards(killed) == shards(whole)
+    for killed_after in (3, 1):
+        killed = tmp_path / f"killed_after_{killed_after}"
+        train_killed_after([str(config)], killed, iteration=killed_after)
+        Trainer(load_run_config(killed / "config.toml"), killed).run(resume=True)
+        assert comparable(events(killed)) == comparable(events(whole)), killed_after
+        assert [r["iteration"] for r in comparable(events(killed))] == [1, 2, 3, 4, 5]
+        assert shards(killed) == shards(whole)

@@ -132,22 +132,24 @@ def test_a_short_run_writes_the_run_directory(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("killed_after", [3, 1])  # 1: before the first checkpoint (every 2)
-def test_a_killed_run_resumes_exactly(tmp_path, killed_after):
+def test_a_killed_run_resumes_exactly(tmp_path):
+    """Killed after iteration 3 (one past the checkpoint at 2) and after 1 (before the first
+    checkpoint), each resumed: both equal one unbroken run."""
     config = write(tmp_path, SHORT_KUHN.format(iterations=5))
     whole = tmp_path / "whole"
     assert runner.invoke(app, ["train", str(config), "--run-dir", str(whole), "--quiet"]).exit_code == 0
-    killed = tmp_path / "killed"
-    train_killed_after([str(config)], killed, iteration=killed_after)
-    result = runner.invoke(app, ["train", "--resume", str(killed), "--quiet"])
-    assert result.exit_code == 0, result.output
-    assert comparable(events(killed)) == comparable(events(whole))
-    iterations = [r["iteration"] for r in events(killed) if r["kind"] == "iteration"]
-    assert iterations == [1, 2, 3, 4, 5], "no gaps and no duplicates"
-    shards = sorted(p.name for p in (killed / "episodes").iterdir())
-    assert shards == [f"iter_{i:06d}.jsonl" for i in range(1, 6)]
-    for name in shards:
-        assert (killed / "episodes" / name).read_text() == (whole / "episodes" / name).read_text()
+    for killed_after in (3, 1):
+        killed = tmp_path / f"killed_after_{killed_after}"
+        train_killed_after([str(config)], killed, iteration=killed_after)
+        result = runner.invoke(app, ["train", "--resume", str(killed), "--quiet"])
+        assert result.exit_code == 0, result.output
+        assert comparable(events(killed)) == comparable(events(whole)), killed_after
+        iterations = [r["iteration"] for r in events(killed) if r["kind"] == "iteration"]
+        assert iterations == [1, 2, 3, 4, 5], "no gaps and no duplicates"
+        shards = sorted(p.name for p in (killed / "episodes").iterdir())
+        assert shards == [f"iter_{i:06d}.jsonl" for i in range(1, 6)]
+        for name in shards:
+            assert (killed / "episodes" / name).read_text() == (whole / "episodes" / name).read_text()
 
 
 @pytest.mark.slow
@@ -175,20 +177,19 @@ def test_a_full_disk_ends_the_run_with_one_line_and_it_resumes_exactly(tmp_path,
 @pytest.mark.slow
 def test_smollm2_free_text_lora_run(tmp_path):
     """The SPIRAL example itself, shrunk to fit a CPU: three games, free text, LoRA (one PPO epoch:
-    the second would only repeat the same passes)."""
+    the second would only repeat the same passes), one iteration and one more after a resume."""
     run = tmp_path / "run"
     shrink = ["--set", "rollout.matches=4", "--set", "rollout.max_new_tokens=16", "--set", "lora.r=4",
               "--set", "optim.micro_batch=4", "--set", "optim.epochs=1", "--set", "eval.every=0",
               "--set", "checkpoint_every=1"]  # fmt: skip
-    args = ["train", str(EXAMPLES / "spiral_smollm2.toml"), "--iterations", "2", *shrink, "--run-dir", str(run), "--quiet"]
+    args = ["train", str(EXAMPLES / "spiral_smollm2.toml"), "--iterations", "1", *shrink, "--run-dir", str(run), "--quiet"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    its = [r for r in events(run) if r["kind"] == "iteration"]
-    assert len(its) == 2 and all(r["policy/grad_norm"] > 0 for r in its)
-    assert (run / "checkpoints" / "iter_000002" / "state.pt").exists()
-    result = runner.invoke(app, ["train", "--resume", str(run), "--iterations", "3", "--quiet"])
+    assert (run / "checkpoints" / "iter_000001" / "state.pt").exists()
+    result = runner.invoke(app, ["train", "--resume", str(run), "--iterations", "2", "--quiet"])
     assert result.exit_code == 0, result.output
-    assert [r["iteration"] for r in events(run) if r["kind"] == "iteration"] == [1, 2, 3]
+    its = [r for r in events(run) if r["kind"] == "iteration"]
+    assert [r["iteration"] for r in its] == [1, 2] and all(r["policy/grad_norm"] > 0 for r in its)
 
 
 @pytest.mark.slow

@@ -100,16 +100,17 @@ def test_bad_coevolution_settings_are_one_line_naming_the_field(override, field)
 
 
 @pytest.mark.slow
-def test_smollm2_coevolution_two_iterations_all_four_roles(tmp_path):
-    """SmolLM2 LoRA members in all four seats, each learning. An untrained proposer rarely writes a
-    valid task: it is penalised for it, and with seed_tasks the others play a family task instead."""
+def test_smollm2_coevolution_all_four_roles(tmp_path):
+    """SmolLM2 LoRA members in all four seats, each learning, for one iteration (the weights that
+    play the next are tested with the tiny model). An untrained proposer rarely writes a valid
+    task: it is penalised for it, and with seed_tasks the others play a family task instead."""
     log = train(
-        "task_forge_smollm2.toml", tmp_path / "run", "iterations=2", "rollout.matches=2", "forge.attempts=1",
+        "task_forge_smollm2.toml", tmp_path / "run", "iterations=1", "rollout.matches=2", "forge.attempts=1",
         "forge.tool_calls=1", "rollout.max_new_tokens=16", "roles.executor.task_filter=false", "eval.every=0",
         "optim.epochs=1",  # the learner's passes are most of the time; a second epoch repeats them
     )  # fmt: skip
-    assert len(log) == 2
-    episodes = [ep for i in (1, 2) for ep in read_jsonl(tmp_path / "run" / "episodes" / f"iter_{i:06d}.jsonl")]
+    assert len(log) == 1
+    episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
     assert {ep.members["proposer"] for ep in episodes} == {"proposer"}
     assert all(ep.outcome["valid_task"] or ep.outcome["seeded"] for ep in episodes)
     assert {t.seat for ep in episodes for t in ep.turns} == {"proposer", "executor", "verifier", "teacher"}

@@ -239,7 +239,7 @@ def test_the_trainer_plays_and_trains_every_node_of_a_graph(tmp_path):
     Trainer(load_config(config), tmp_path / "run").run()
     (it,) = [r for r in events(tmp_path / "run") if r["kind"] == "iteration"]
     assert it["learner/samples"] == 2 * 7, "every turn of every seat trains the one policy"
-    assert {f"graph/debate/{node}/{m}" for node in ("debater", "judge") for m in ("invalid_rate", "value", "baseline")} <= it.keys()
-    assert it["graph/debate/calls_per_match"] == 7 and 0 <= it["graph/debate/accuracy"] <= 1
+    assert {f"graph/{node}/{m}" for node in ("debater", "judge") for m in ("invalid_rate", "value", "baseline")} <= it.keys()
+    assert it["graph/calls_per_match"] == 7 and 0 <= it["graph/accuracy"] <= 1
     episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
     assert all([t.seat for t in e.turns] == [*DEBATE_ORDER, "judge"] for e in episodes)
