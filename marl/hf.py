@@ -6,9 +6,10 @@ after it (position ids count real tokens only, so the padding hole changes nothi
 
 ``act`` is one ``model.generate`` call for the whole batch: sampling settings
 per request (a logits processor draws each row's token with its own temperature and top-p), and
-the log-prob of every sampled token recorded on the fly, so no (B, T, V) tensor is ever kept. ``score`` is one
-teacher-forced forward pass per chunk of (prompt, candidate) pairs, left-padded so that only the
-last K positions need logits.
+the log-prob of every sampled token recorded on the fly, so no (B, T, V) tensor is ever kept. ``score`` runs each
+chunk of (prompt, candidate) pairs teacher-forced: each distinct prompt once, then all of its
+candidates from its KV cache, so that only the candidates' K positions need logits (the learner's
+forced-choice pass does the same, with grad).
 
 LoRA members share one base in memory: ``add_adapter`` wraps the model with peft, and requests name
 their adapter; a batch mixing adapters is one call (peft's ``adapter_names``).
@@ -207,6 +208,17 @@ class HFPolicy:
         mask = [[0] * (width - len(row)) + [1] * len(row) for row in rows]
         return torch.tensor(ids, device=self.device), torch.tensor(mask, device=self.device)
 
+    def _right_pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L) ids and mask, padded at the end: rows that continue a cached prompt."""
+        width = max(map(len, rows))
+        ids = [row + [self.pad_id] * (width - len(row)) for row in rows]
+        mask = [[1] * len(row) + [0] * (width - len(row)) for row in rows]
+        return torch.tensor(ids, device=self.device), torch.tensor(mask, device=self.device)
+
+    def _cache_kwargs(self, batch: _Batch, share: bool) -> dict:
+        """The shared prefix's cache for the forward pass; under gradient checkpointing, no cache at all."""
+        return {"cache": batch.cache} if batch.cache is not None else {} if share else {"use_cache": False}
+
     def _prepare(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None], share: bool = True) -> _Batch:
         """Inputs for a batch whose rows often share a long start (system prompt and rules).
 
@@ -281,25 +293,58 @@ class HFPolicy:
         self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Next-token logits at each completion token, with grad: the learner's forward pass (and
-        kickstarting's, which needs whole distributions). The batch's shared prompt start is
-        computed once, and gradients flow back through it.
+        kickstarting's, which needs whole distributions). Gradients flow back through the shared
+        prompt passes of :meth:`_completion_pass`.
 
         Returns (N, K, V) logits, the (N, K) completion token ids and the (N, K) mask of real tokens.
         """
-        k = max(map(len, completions))
         checkpointing = torch.is_grad_enabled() and self.model.is_activation_checkpointing
-        batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters, share=not checkpointing)  # (N, P + S)
-        ids, mask, p = batch.ids, batch.mask, batch.prefix
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         with _training(self.model) if checkpointing else nullcontext():
+            return self._completion_pass(prompts, completions, adapters, share=not checkpointing)
+
+    def _completion_pass(
+        self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], share: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(N, K, V) logits predicting each completion's tokens, end-aligned, its (N, K) ids and
+        mask of real tokens. Forced choice asks for every candidate after the same prompt: with
+        ``share``, each distinct (prompt, adapter) runs once and its KV cache serves all of its
+        completions, which roughly halves the tokens a two-move decision costs. Without ``share``
+        (gradient checkpointing drops caches), each row runs whole."""
+        k = max(map(len, completions))
+        group: dict[tuple, int] = {}
+        owner = [group.setdefault((tuple(p), a), len(group)) for p, a in zip(prompts, adapters)]
+        if not share or k == 0 or len(group) == len(prompts):
+            batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters, share)  # (N, P + S)
+            positions = (batch.mask.cumsum(-1) - 1).clamp(min=0)  # padding holes: count real tokens only
             logits = self.model(
-                input_ids=ids[:, p:], attention_mask=mask, position_ids=positions[:, p:], logits_to_keep=k + 1,
-                **({"cache": batch.cache} if batch.cache is not None else {"use_cache": False} if checkpointing else {}),
-                **self._adapters_for(adapters),
+                input_ids=batch.ids[:, batch.prefix :], attention_mask=batch.mask, position_ids=positions[:, batch.prefix :],
+                logits_to_keep=k + 1, **self._cache_kwargs(batch, share), **self._adapters_for(adapters),
             ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
-        lengths = torch.tensor([len(c) for c in completions], device=self.device)
-        real = torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]  # (N, K)
-        return logits, ids[:, -k:], real
+            lengths = torch.tensor([len(c) for c in completions], device=self.device)
+            return logits, batch.ids[:, -k:], torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]
+        firsts = {g: i for i, g in reversed(list(enumerate(owner)))}  # each group's first row
+        rows = [firsts[g] for g in range(len(group))]
+        batch = self._prepare([prompts[i] for i in rows], 1, [adapters[i] for i in rows])  # (G, P + S)
+        positions = (batch.mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(
+            input_ids=batch.ids[:, batch.prefix :], attention_mask=batch.mask, position_ids=positions[:, batch.prefix :],
+            use_cache=True, logits_to_keep=1, **self._cache_kwargs(batch, share), **self._adapters_for([adapters[i] for i in rows]),
+        )
+        index = torch.tensor(owner, device=self.device)
+        out.cache.batch_select_indices(index)
+        ids, mask = self._right_pad(completions)  # (N, K): each completion starts right after its prompt
+        lengths = mask.sum(-1)
+        start = batch.mask.sum(-1)[index]  # each row's next position: its prompt's real length
+        after = self.model(
+            input_ids=ids, attention_mask=torch.cat([batch.mask[index], mask], dim=1),
+            position_ids=start[:, None] + torch.arange(k, device=self.device)[None, :], cache=out.cache,
+            **self._adapters_for(adapters),
+        ).logits  # (N, K, V): predicting each completion's next tokens
+        ahead = torch.cat([out.logits[index, -1:], after[:, :-1]], dim=1).float()  # (N, K, V): predicting its tokens
+        real = torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]
+        source = (torch.arange(k, device=self.device)[None, :] - (k - lengths)[:, None]).clamp(min=0)  # end-aligned
+        logits = ahead.gather(1, source[..., None].expand(-1, -1, ahead.shape[-1]))
+        return logits, ids.gather(1, source), real
 
     def completion_logprobs(
         self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], entropy: bool = False
@@ -349,23 +394,15 @@ class HFPolicy:
         return chunks
 
     def _score_chunk(self, chunk: list[tuple], requests: list[Request]) -> list[Response]:
-        k = max(len(cand) for _, _, cand, _ in chunk)
-        batch = self._prepare([prompt + cand for _, prompt, cand, _ in chunk], k + 1, [r.adapter for r in requests])  # (N, P + S)
-        ids, mask, p = batch.ids, batch.mask, batch.prefix
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # padding holes: count real tokens only
-        logits = self.model(
-            input_ids=ids[:, p:], attention_mask=mask, position_ids=positions[:, p:], logits_to_keep=k + 1,
-            **({"cache": batch.cache} if batch.cache is not None else {}),
-            **self._adapter_kwargs(requests),
-        ).logits  # (N, K+1, V): the last K+1 positions
-        logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (N, K, V), predicting the last K tokens
-        targets = ids[:, -k:]  # (N, K)
-        token_lp = logprobs.gather(2, targets[..., None]).squeeze(2).tolist()  # (N, K), one copy to the host
-        out = []
-        for row, (_, prompt, cand, text) in enumerate(chunk):
-            lps = token_lp[row][k - len(cand) :] if cand else []
-            out.append(Response(text, prompt, cand, lps, "scored"))
-        return out
+        logits, targets, _ = self._completion_pass(
+            [prompt for _, prompt, _, _ in chunk], [cand for _, _, cand, _ in chunk], [r.adapter for r in requests], share=True
+        )  # (N, K, V)
+        token_lp = torch.log_softmax(logits, dim=-1).gather(2, targets[..., None]).squeeze(2).tolist()  # (N, K), one copy to the host
+        k = targets.shape[1]
+        return [
+            Response(text, prompt, cand, token_lp[row][k - len(cand) :] if cand else [], "scored")
+            for row, (_, prompt, cand, text) in enumerate(chunk)
+        ]
 
 
 @contextmanager

@@ -158,3 +158,38 @@ def test_a_plain_string_prompt_is_encoded_as_is(tiny):
     assert tiny.tokenizer.decode(plain) == "Your card: K" and len(plain) < len(chat)
     (scored,) = tiny.score([Request("Your card: K")], [["bet"]])
     assert scored[0].prompt_ids == plain
+
+
+def test_a_prompt_shared_by_its_candidates_runs_once_and_changes_nothing():
+    """Forced choice scores every candidate after one prompt: each (prompt, adapter) runs once and
+    its cache serves its candidates. Log-probs and gradients equal whole rows' (the checkpointing
+    path), and the same prompt under two adapters is two prompts."""
+    policy = load_tiny()
+    policy.add_adapter("alice", LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    prompts = [policy.encode([request(p).messages])[0] for p in PROMPTS]
+    rows = [(0, "\\boxed{check}", None), (0, "\\boxed{bet}", None), (0, "\\boxed{bet}", "alice"), (1, "a1", None),
+            (1, "\\boxed{c1}", None), (1, "x", None), (2, "hello there", "alice"), (3, "y", None)]  # fmt: skip
+    args = (
+        [prompts[i] for i, _, _ in rows],
+        [policy.tokenizer.encode(c, add_special_tokens=False) for _, c, _ in rows],
+        [a for _, _, a in rows],
+    )
+    forwards = []
+    for share in (True, False):
+        policy.model.zero_grad()
+        prompt_passes = []
+        hook = policy.model.register_forward_pre_hook(lambda m, a, kw: prompt_passes.append(kw["input_ids"].shape), with_kwargs=True)
+        logits, targets, real = policy._completion_pass(*args, share=share)
+        hook.remove()
+        logprobs = torch.log_softmax(logits, -1).gather(2, targets[..., None]).squeeze(2)[real]
+        logprobs.sum().backward()
+        grads = {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
+        forwards.append((logprobs.detach(), targets[real], grads, prompt_passes))
+    (shared, ids, grads, passes), (whole, whole_ids, whole_grads, whole_passes) = forwards
+    assert passes[0][0] == 5 and passes[1][0] == len(rows)  # 5 distinct (prompt, adapter), then 8 candidates
+    assert len(whole_passes) == 1 and whole_passes[0][0] == len(rows)
+    assert torch.equal(ids, whole_ids)
+    assert torch.allclose(shared, whole, atol=1e-5)
+    assert grads.keys() == whole_grads.keys() and any("lora_B.alice" in n for n in grads)
+    for name, grad in grads.items():
+        assert torch.allclose(grad, whole_grads[name], atol=1e-5), name
