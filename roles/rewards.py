@@ -43,8 +43,6 @@ from functools import partial
 from typing import Literal
 
 import numpy as np
-from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
-from sklearn.cluster import AgglomerativeClustering
 
 from games.task_forge.players import task_label
 from games.task_forge.sandbox import Limits
@@ -123,6 +121,8 @@ def _bleu(hypothesis: list[str], reference: list[str]) -> float:
         return 1.0  # see the module docstring: smoothed BLEU of short identical texts is below 1
     if not hypothesis or not reference:
         return 0.0
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu  # here: importing nltk takes 1.5 s, in every process
+
     return float(sentence_bleu([reference], hypothesis, smoothing_function=SmoothingFunction().method1))
 
 
@@ -150,6 +150,8 @@ def repetition_penalties(texts: Sequence[str], threshold: float = 0.5) -> list[f
     """
     if len(texts) < 2:
         return [1.0] * len(texts)
+    from sklearn.cluster import AgglomerativeClustering  # here: importing sklearn takes 1.4 s, in every process
+
     labels = AgglomerativeClustering(
         n_clusters=None, distance_threshold=threshold, metric="precomputed", linkage="average"
     ).fit_predict(bleu_distances(texts))
