@@ -37,6 +37,8 @@ HEADLINE = (
     Headline(rf"(?P<game>{PART})/population_exploitability", "population exploitability",
              "Kuhn: how far the population's Nash mixture is from equilibrium (0 = Nash)"),
     Headline(rf"(?P<game>{PART})/exploitability", "exploitability", "Kuhn: how far the policy is from Nash (0 = Nash)"),
+    Headline(rf"(?P<game>{PART})/average_exploitability", "average exploitability",
+             "the policy's average, every policy it held reach-weighted: what converges when the last one cycles"),
     Headline(rf"(?P<game>{PART})/(?P<who>{PART})/exploitability", "{who} exploitability", "Kuhn: each population member's"),
     Headline(r"eval/executor/heldout_accuracy", "held-out accuracy", "task forge: the executors' accuracy on held-out tasks"),
     Headline(rf"eval/(?P<who>{PART})/heldout_accuracy", "{who} held-out accuracy", "task forge: each executor's"),

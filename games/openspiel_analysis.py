@@ -78,6 +78,14 @@ def policy_from(game: pyspiel.Game, distributions: Mapping[str, Sequence[float]]
     return table
 
 
+def tabular(game: pyspiel.Game, probabilities: Sequence[Sequence[float]]) -> os_policy.TabularPolicy:
+    """A tabular policy from its whole probability table (``action_probability_array``, as a
+    checkpoint keeps it)."""
+    table = os_policy.TabularPolicy(game)
+    table.action_probability_array[:] = np.asarray(probabilities, dtype=float)
+    return table
+
+
 def exploitability(game: pyspiel.Game, policy: os_policy.Policy) -> float:
     """NashConv / 2 in a two-player zero-sum game: 0 exactly at an equilibrium (OpenSpiel's)."""
     return float(os_exploitability.exploitability(game, policy))

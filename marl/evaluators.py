@@ -1,7 +1,7 @@
 """What a run measures, per game, from a registry instead of wired into a trainer.
 
-- Every iteration (``measures``): Kuhn poker's exact exploitability of every learner's policy
-  and, with a population, of the meta-strategy mixture (reach-weighted per information set,
+- Every iteration (``measures``): Kuhn poker's exact exploitability of every learner's policy,
+  of its average policy (:class:`IterateAverages`) and, with a population, of the meta-strategy mixture (reach-weighted per information set,
   ``games.kuhn_analysis.average``, never a plain mean); the same in any small two-player
   zero-sum OpenSpiel game (``openspiel/leduc_poker`` …), by OpenSpiel's own algorithms
   (:class:`OpenSpielExploitability`).
@@ -17,7 +17,7 @@ import copy
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,30 +60,70 @@ def strategy_of(member: Member, compact: bool) -> dict[str, float] | None:
     return {k: float(v) for k, v in maker().items()} if maker else None
 
 
-def kuhn(trainer: Trainer) -> dict:
-    """Each learner's exact strategy and exploitability, and the population mixture's."""
-    compact = trainer.config.rollout.compact_prompts
-    strategies = {name: strategy_of(trainer.members[name], compact) for name in trainer.roster.specs}
-    out: dict = {}
-    for name, strategy in strategies.items():
-        out[f"kuhn/{prefix(name)}exploitability"] = float(kuhn_analysis.exploitability(strategy))
-        if name == MEMBER:
-            out["kuhn/strategy"] = strategy  # P(bet or call) per information set: for average policies and plots
-    population = trainer.population
-    if population is None:
+class IterateAverages:
+    """Each learner's average policy: every policy it has held since the start (the initial one
+    included), equally weighted and mixed per information state by reach (``mix(average, new,
+    n)``: the average of ``n`` policies with one more). Self-play's last iterate can cycle where
+    the average converges (fictitious play, CFR; NFSP trains a network to play it), so the
+    average is the policy those results are about. Checkpointed: a resumed run averages exactly
+    what an unbroken one does."""
+
+    def __init__(self, mix: Callable[[Any, Any, int], Any]):
+        self.mix = mix
+        self.policies: dict[str, tuple[Any, int]] = {}  # name: (average, how many policies it averages)
+
+    def add(self, name: str, policy: Any) -> Any:
+        """``name``'s average once ``policy`` (its newest) is in it."""
+        average, n = self.policies.get(name, (None, 0))
+        self.policies[name] = (policy if average is None else self.mix(average, policy, n), n + 1)
+        return self.policies[name][0]
+
+    def state_dict(self, encode: Callable[[Any], Any]) -> dict:
+        return {name: [encode(average), n] for name, (average, n) in self.policies.items()}
+
+    def load_state_dict(self, state: dict, decode: Callable[[Any], Any]) -> None:
+        self.policies = {name: (decode(average), n) for name, (average, n) in state.items()}
+
+
+class KuhnExploitability:
+    """Each learner's exact strategy and exploitability, its average policy's, and the
+    population mixture's."""
+
+    def __init__(self):
+        self.averages = IterateAverages(lambda average, new, n: kuhn_analysis.average([average, new], [n, 1]))
+
+    def __call__(self, trainer: Trainer) -> dict:
+        compact = trainer.config.rollout.compact_prompts
+        strategies = {name: strategy_of(trainer.members[name], compact) for name in trainer.roster.specs}
+        out: dict = {}
+        for name, strategy in strategies.items():
+            out[f"kuhn/{prefix(name)}exploitability"] = float(kuhn_analysis.exploitability(strategy))
+            if strategy is not None:
+                average = self.averages.add(name, strategy)
+                out[f"kuhn/{prefix(name)}average_exploitability"] = float(kuhn_analysis.exploitability(average))
+            if name == MEMBER:
+                out["kuhn/strategy"] = strategy  # P(bet or call) per information set: for plots
+        population = trainer.population
+        if population is None:
+            return out
+        mixture = population.meta_strategy()
+        for name in mixture:
+            if name not in strategies:
+                snapshot = population.snapshots.get(name)
+                strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name], compact)
+        known = {n: w for n, w in mixture.items() if w > 0 and strategies[n] is not None}
+        if known:
+            mixed = kuhn_analysis.average([strategies[n] for n in known], list(known.values()))
+            out["kuhn/population_exploitability"] = float(kuhn_analysis.exploitability(mixed))
+            out["kuhn/population_strategy"] = mixed
+        out["population/meta_strategy"] = {n: round(w, 4) for n, w in mixture.items() if w > 1e-4}
         return out
-    mixture = population.meta_strategy()
-    for name in mixture:
-        if name not in strategies:
-            snapshot = population.snapshots.get(name)
-            strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name], compact)
-    known = {n: w for n, w in mixture.items() if w > 0 and strategies[n] is not None}
-    if known:
-        mixed = kuhn_analysis.average([strategies[n] for n in known], list(known.values()))
-        out["kuhn/population_exploitability"] = float(kuhn_analysis.exploitability(mixed))
-        out["kuhn/population_strategy"] = mixed
-    out["population/meta_strategy"] = {n: round(w, 4) for n, w in mixture.items() if w > 1e-4}
-    return out
+
+    def state_dict(self) -> dict:
+        return self.averages.state_dict(dict)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.averages.load_state_dict(state, dict)
 
 
 class Opponents:
@@ -231,6 +271,8 @@ class OpenSpielExploitability:
         self.env = games.make(game)
         self.states = openspiel_analysis.information_states(self.env)
         self.name = self.env.game.get_type().short_name  # metrics: leduc_poker/exploitability
+        game = self.env.game
+        self.averages = IterateAverages(lambda average, new, n: openspiel_analysis.mixture(game, [average, new], [n, 1]))
 
     def distributions(self, member: Member, compact: bool) -> dict[str, list[float]] | None:
         """``member``'s move probabilities at every information state: a model's as forced choice
@@ -249,7 +291,11 @@ class OpenSpielExploitability:
         policies = {}
         for name in trainer.roster.specs:
             policies[name] = self.analysis.policy_from(game, self.distributions(trainer.members[name], compact))
-        out = {f"{self.name}/{prefix(n)}exploitability": self.analysis.exploitability(game, p) for n, p in policies.items()}
+        out = {}
+        for name, policy in policies.items():
+            out[f"{self.name}/{prefix(name)}exploitability"] = self.analysis.exploitability(game, policy)
+            average = self.averages.add(name, policy)
+            out[f"{self.name}/{prefix(name)}average_exploitability"] = self.analysis.exploitability(game, average)
         if trainer.population is None:
             return out
         mixture = {n: w for n, w in trainer.population.meta_strategy().items() if w > 0}
@@ -264,13 +310,20 @@ class OpenSpielExploitability:
             out[f"{self.name}/population_exploitability"] = self.analysis.exploitability(game, mixed)
         return out
 
+    def state_dict(self) -> dict:
+        return self.averages.state_dict(lambda policy: policy.action_probability_array.tolist())
 
-def measures(names: Iterable[str]) -> list[Callable[[Trainer], dict]]:
-    """What is measured every iteration in a run of these games."""
-    out: list[Callable[[Trainer], dict]] = []
+    def load_state_dict(self, state: dict) -> None:
+        self.averages.load_state_dict(state, lambda probabilities: self.analysis.tabular(self.env.game, probabilities))
+
+
+def measures(names: Iterable[str]) -> list[KuhnExploitability | OpenSpielExploitability]:
+    """What is measured every iteration in a run of these games: once at the start, then after
+    every iteration (each call adds the learners' policies to their averages)."""
+    out: list[KuhnExploitability | OpenSpielExploitability] = []
     for name in names:
         if name == "kuhn_poker":
-            out.append(kuhn)
+            out.append(KuhnExploitability())
         elif name.startswith("openspiel/") and exact_exploitability(name):
             out.append(OpenSpielExploitability(name))
     return out

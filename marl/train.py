@@ -375,6 +375,7 @@ class Trainer:
             "baselines": {n: _pairs(m.baselines) for n, m in self.members.items()},
             "weight_versions": {n: m.seat.version for n, m in self.members.items()},
             "scripted": {n: m.scripted.state_dict() for n, m in self.members.items() if m.scripted is not None},
+            "measures": [measure.state_dict() for measure in self.measures],  # the learners' average policies
         }  # fmt: skip
         if self.evolution is not None:
             meta["population"] = self.evolution.state()
@@ -422,6 +423,8 @@ class Trainer:
             member.version = max(member.version, shipped.get(name, -1)) + 1  # a state version no worker has seen
         if isinstance(self.evaluation, Opponents):
             self.evaluation.load_state(tensors["past"])
+        for measure, state in zip(self.measures, meta.get("measures", [])):  # older checkpoints: averages start here
+            measure.load_state_dict(state)
         for name, member in self.members.items():
             member.seat.version = meta.get("weight_versions", {}).get(name, 0)
         self.pool.forget()  # a snapshot made again after a rewind is shipped again

@@ -36,6 +36,21 @@ def test_a_self_play_run_logs_the_models_exact_exploitability_as_our_kuhn_analys
     assert 0 < metrics["kuhn_poker/exploitability"] < 1
 
 
+def test_the_average_policy_is_every_iterate_reach_weighted_as_our_kuhn_analysis_averages_them(tmp_path, monkeypatch):
+    """The logged average is OpenSpiel's mixture of the policy after every iteration so far and
+    the initial one (added one at a time), equal to our exact average of all of them at once."""
+    config = load_run_config(EXAMPLES / "kuhn_tiny.toml", ["iterations=2", *OPENSPIEL_KUHN])
+    trainer = Trainer(config, tmp_path)
+    measure = next(m for m in trainer.measures if isinstance(m, OpenSpielExploitability))
+    read, iterates = measure.distributions, []
+    monkeypatch.setattr(measure, "distributions", lambda *args: iterates.append(read(*args)) or iterates[-1])
+    metrics = trainer.run()
+    assert len(iterates) == 3  # the start, then 2 iterations
+    ours = kuhn_analysis.exploitability(kuhn_analysis.average([as_our_strategy(d) for d in iterates]))
+    assert metrics["kuhn_poker/average_exploitability"] == pytest.approx(float(ours), abs=1e-9)
+    assert metrics["kuhn_poker/average_exploitability"] != metrics["kuhn_poker/exploitability"]
+
+
 def test_a_populations_mixture_is_reach_weighted_as_our_kuhn_analysis_averages_it(tmp_path):
     overrides = ["iterations=2", "population.snapshot_every=1", "population.meta_solver=\"uniform\"", *OPENSPIEL_KUHN]
     config = load_run_config(EXAMPLES / "kuhn_population.toml", overrides)

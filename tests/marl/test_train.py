@@ -9,6 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from coevo.cli import app
+from games import kuhn_analysis
 import marl.train
 from marl.config import ConfigError, load_config
 from marl.train import Trainer
@@ -126,6 +127,9 @@ def test_a_short_run_writes_the_run_directory(tmp_path):
                 "perf/learner_tokens_per_s", "eval/kuhn_poker/random/win", "eval/kuhn_poker/initial/return"):  # fmt: skip
         assert key in last, key
     assert all(r["run_id"] == "run" for r in records)
+    strategies = [r["kuhn/strategy"] for r in records if "kuhn/strategy" in r]  # the start's, then each iteration's
+    average = kuhn_analysis.average(strategies)  # the policy's average: every strategy it held, reach-weighted
+    assert len(strategies) == 3 and last["kuhn/average_exploitability"] == pytest.approx(float(kuhn_analysis.exploitability(average)), abs=1e-9)
     assert sorted(p.name for p in (tmp_path / "run" / "episodes").iterdir()) == ["iter_000001.jsonl", "iter_000002.jsonl"]
     assert (tmp_path / "run" / "checkpoints" / "latest").read_text() == "iter_000002"
     assert load_config(tmp_path / "run" / "config.toml") == config
