@@ -86,6 +86,28 @@ def tabular(game: pyspiel.Game, probabilities: Sequence[Sequence[float]]) -> os_
     return table
 
 
+def reach(game: pyspiel.Game, policy: os_policy.Policy) -> dict[str, float]:
+    """How often play reaches each information state when ``policy`` plays every seat, chance
+    included: the sum of its histories' probabilities (absent: never reached)."""
+    out: dict[str, float] = {}
+
+    def walk(state: pyspiel.State, p: float) -> None:
+        if state.is_terminal():
+            return
+        if state.is_chance_node():
+            for action, q in state.chance_outcomes():
+                walk(state.child(action), p * q)
+            return
+        key = state.information_state_string(state.current_player())
+        out[key] = out.get(key, 0.0) + p
+        for action, q in policy.action_probabilities(state).items():
+            if q > 0:
+                walk(state.child(action), p * float(q))
+
+    walk(game.new_initial_state(), 1.0)
+    return out
+
+
 def exploitability(game: pyspiel.Game, policy: os_policy.Policy) -> float:
     """NashConv / 2 in a two-player zero-sum game: 0 exactly at an equilibrium (OpenSpiel's)."""
     return float(os_exploitability.exploitability(game, policy))

@@ -1,0 +1,127 @@
+"""A population's answer as one model: distil a policy given per information state (a meta-strategy
+mixture, a learner's average policy) into a model that plays forced choice.
+
+A mixture is not something one can deploy: it is "draw a member, then play it for the whole
+match", and the average of a learner's iterates exists only as a table. NFSP's answer
+(Heinrich & Silver 2016) is an average network trained by supervised learning on the mixture's
+own moves; here, where the mixture is known exactly at every information state, the model is
+fitted to its move distributions directly: the loss is KL(target ‖ model) at each information
+state, weighted by how often play reaches it (the target playing both seats, chance included),
+so that the states which decide the game's value are fitted first and unreachable ones count for
+nothing. The model's distribution is forced choice's, exactly as play draws from it
+(:func:`marl.policy.choice_logprobs`), so the distilled model's exploitability is measured like
+any policy's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from marl.hf import HFPolicy, adapter_of
+from marl.policy import choice_logprobs
+from roles.seat import SeatRole
+
+if TYPE_CHECKING:
+    from open_spiel.python.policy import TabularPolicy
+
+    from games.openspiel_env import OpenSpielEnv
+
+
+@dataclass(frozen=True)
+class Target:
+    """The policy to distil at one information state."""
+
+    prompt: str  # what the env shows the seat there
+    moves: tuple[str, ...]  # its legal moves
+    probs: tuple[float, ...]  # the target's probability of each
+    weight: float  # how often play reaches it
+
+
+def targets_from(env: OpenSpielEnv, policy: TabularPolicy) -> list[Target]:
+    """A tabular policy of an OpenSpiel game (a mixture, an average) at every information state,
+    each with the prompt the env shows there and its reach when the policy plays itself."""
+    from games import openspiel_analysis
+
+    reached = openspiel_analysis.reach(env.game, policy)
+    table = policy.action_probability_array
+    return [
+        Target(s.prompt, s.moves, tuple(float(q) for q in table[policy.state_lookup[s.key], list(s.actions)]), reached.get(s.key, 0.0))
+        for s in openspiel_analysis.information_states(env)
+    ]
+
+
+def kl_per_state(policy: HFPolicy, targets: Sequence[Target], role: SeatRole, temperature: float = 1.0,
+                 adapter: str | None = None) -> torch.Tensor:  # fmt: skip
+    """(N,) KL(target ‖ model) at each information state, with grad: every move of every state
+    scored in one forward pass, each state's prompt once."""
+    prompts = policy.encode([role.messages(t.prompt) for t in targets])
+    moves = [[policy.tokenizer.encode(role.format_move(m), add_special_tokens=False) for m in t.moves] for t in targets]
+    rows = [(prompt, move) for prompt, options in zip(prompts, moves) for move in options]
+    token_lp, real, _ = policy.completion_logprobs([p for p, _ in rows], [m for _, m in rows], [adapter] * len(rows))
+    kls, row = [], 0
+    for t, options in zip(targets, moves):
+        per_token = [token_lp[r][real[r]] for r in range(row, row + len(options))]
+        log_model = choice_logprobs(options, per_token, temperature)
+        target = torch.tensor(t.probs, dtype=log_model.dtype, device=log_model.device)
+        kls.append((target * (torch.log(target.clamp_min(1e-12)) - log_model)).sum())
+        row += len(options)
+    return torch.stack(kls)
+
+
+def distill(
+    policy: HFPolicy,
+    targets: Sequence[Target],
+    role: SeatRole,
+    *,
+    steps: int = 300,
+    batch: int = 64,
+    lr: float = 3e-3,
+    temperature: float = 1.0,
+    adapter: str | None = None,
+    seed: int = 0,
+) -> list[float]:
+    """Fit ``policy`` (its ``adapter``'s weights, or the whole model) to ``targets`` with Adam:
+    each step a batch of information states drawn in proportion to their weight, its mean KL the
+    loss. Returns the reach-weighted KL over all states before training and after every step's
+    update, every ``steps // 10`` steps (the curve a user watches). A game with at most ``batch``
+    information states (Kuhn's 12) fits all of them every step."""
+    params = [p for n, p in policy.model.named_parameters() if (adapter_of(n) == adapter if adapter else p.requires_grad)]
+    if not params:
+        raise ValueError(f"{policy.name}: nothing to train (adapter {adapter!r} has no trainable weights)")
+    weights = np.array([t.weight for t in targets], dtype=float)
+    if len(targets) == 0 or (weights < 0).any() or weights.sum() <= 0:
+        raise ValueError("distill needs targets with non-negative weights, not all zero")
+    weights /= weights.sum()
+    optimizer = torch.optim.Adam(params, lr=lr)
+    rng = np.random.default_rng(seed)
+    curve = [weighted_kl(policy, targets, role, temperature, adapter)]
+    everything = torch.tensor(weights, dtype=torch.float32, device=policy.device)
+    for step in range(1, steps + 1):
+        if batch >= len(targets):  # every state each step, weighted exactly
+            loss = (kl_per_state(policy, targets, role, temperature, adapter) * everything).sum()
+        else:  # states drawn by weight: the same loss in expectation
+            chosen = rng.choice(len(targets), size=batch, p=weights)
+            loss = kl_per_state(policy, [targets[i] for i in chosen], role, temperature, adapter).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if step % max(steps // 10, 1) == 0 or step == steps:
+            curve.append(weighted_kl(policy, targets, role, temperature, adapter))
+    return curve
+
+
+@torch.no_grad()
+def weighted_kl(policy: HFPolicy, targets: Sequence[Target], role: SeatRole, temperature: float = 1.0,
+                adapter: str | None = None, chunk: int = 256) -> float:  # fmt: skip
+    """The reach-weighted mean KL(target ‖ model) over every information state."""
+    total = 0.0
+    for start in range(0, len(targets), chunk):
+        part = targets[start : start + chunk]
+        kls = kl_per_state(policy, part, role, temperature, adapter).double().cpu().numpy()
+        total += float(np.dot(kls, [t.weight for t in part]))
+    return total / sum(t.weight for t in targets)
