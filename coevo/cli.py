@@ -409,6 +409,31 @@ def report(
 
 
 @app.command()
+def distill(
+    run_dir: Annotated[Path, typer.Argument(help="A self-play run of an OpenSpiel game in forced choice (coevo train printed it).")],
+    out: Annotated[Path, typer.Option(help="The folder the distilled model is saved in (a Hugging Face model folder).")],
+    steps: Annotated[int, typer.Option(min=1, help="Optimiser steps.")] = 300,
+    batch: Annotated[int, typer.Option(min=1, help="Information states a step (all of them, when the game has fewer).")] = 64,
+    lr: Annotated[float, typer.Option(min=0, help="Adam's learning rate.")] = 3e-3,
+) -> None:
+    """Distil the run's average policy (every policy its learner held, reach-weighted: what
+    converges when the last one cycles) into one model, as NFSP's average network; print the
+    exploitability of the average, the last policy and the distilled model as one JSON line."""
+    from populations.distill import CannotDistill, distill_run
+
+    if not is_run_dir(run_dir) or checkpoint_iteration(run_dir) is None:
+        raise typer.BadParameter(f"{run_dir} is not a run directory with a checkpoint; give one coevo train wrote", param_hint="RUN_DIR")
+    _writable_dir(out, "--out")
+    with Progress(TextColumn("[bold]distilling"), BarColumn(bar_width=30), TimeRemainingColumn(), console=console) as bar:
+        task = bar.add_task("", total=steps)
+        try:
+            result = distill_run(run_dir, out, steps=steps, batch=batch, lr=lr, progress=lambda step: bar.update(task, completed=step))
+        except CannotDistill as err:
+            _fail(f"error: {err}")
+    typer.echo(json.dumps(result))
+
+
+@app.command()
 def watch(
     run_dir: Annotated[Path, typer.Argument(help="The run directory to follow (coevo train prints it).")],
     interval: Annotated[float, typer.Option(min=0.05, help="Seconds between looks at the run.")] = 1.0,

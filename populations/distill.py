@@ -15,8 +15,9 @@ any policy's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -84,10 +85,11 @@ def distill(
     temperature: float = 1.0,
     adapter: str | None = None,
     seed: int = 0,
+    progress: Callable[[int], None] | None = None,
 ) -> list[float]:
     """Fit ``policy`` (its ``adapter``'s weights, or the whole model) to ``targets`` with Adam:
     each step a batch of information states drawn in proportion to their weight, its mean KL the
-    loss. Returns the reach-weighted KL over all states before training and after every step's
+    loss; ``progress(step)`` after each. Returns the reach-weighted KL over all states before training and after every step's
     update, every ``steps // 10`` steps (the curve a user watches). A game with at most ``batch``
     information states (Kuhn's 12) fits all of them every step."""
     params = [p for n, p in policy.model.named_parameters() if (adapter_of(n) == adapter if adapter else p.requires_grad)]
@@ -112,6 +114,8 @@ def distill(
         optimizer.step()
         if step % max(steps // 10, 1) == 0 or step == steps:
             curve.append(weighted_kl(policy, targets, role, temperature, adapter))
+        if progress is not None:
+            progress(step)
     return curve
 
 
@@ -125,3 +129,50 @@ def weighted_kl(policy: HFPolicy, targets: Sequence[Target], role: SeatRole, tem
         kls = kl_per_state(policy, part, role, temperature, adapter).double().cpu().numpy()
         total += float(np.dot(kls, [t.weight for t in part]))
     return total / sum(t.weight for t in targets)
+
+
+class CannotDistill(ValueError):
+    """A run whose policy this module cannot distil; the message says why, in one line."""
+
+
+def distill_run(run_dir: Path, out: Path, *, steps: int = 300, batch: int = 64, lr: float = 3e-3,
+                progress: Callable[[int], None] | None = None) -> dict:  # fmt: skip
+    """Distil a finished (or checkpointed) self-play run's average policy into one model, saved
+    in ``out`` as a Hugging Face model folder (``model = "<out>"`` in a run config plays it).
+
+    The student starts from the learner's last checkpointed weights: the last iterate is the
+    nearest model to the average. Returns what a user compares: the average's exploitability
+    (the target), the last iterate's, the distilled model's, and the KL curve.
+    """
+    from marl.evaluators import OpenSpielExploitability, measures
+    from marl.train import Trainer
+    from populations.config import load_run_config
+
+    config = load_run_config(run_dir / "config.toml", ["pool.kind='local'"])
+    if not any(isinstance(m, OpenSpielExploitability) for m in measures(config.games)):
+        raise CannotDistill(f"{run_dir} plays {', '.join(config.games)}: distill needs a small two-player zero-sum OpenSpiel game")
+    if config.mode != "choose" or config.population is not None or config.lora.r:
+        raise CannotDistill(f"{run_dir}: distill takes a self-play run of one whole model in forced choice (mode = 'choose', "
+                            "no [population], lora.r = 0)")  # fmt: skip
+    trainer = Trainer(config, run_dir)
+    trainer.load_checkpoint()
+    measure = next(m for m in trainer.measures if isinstance(m, OpenSpielExploitability))
+    name = next(iter(trainer.roster.specs))
+    member, game = trainer.members[name], measure.env.game
+    average = measure.averages.policies[name][0]
+
+    def exploitability() -> float:
+        read = measure.distributions(member, config.rollout.compact_prompts)
+        return measure.analysis.exploitability(game, measure.analysis.policy_from(game, read))
+
+    last = exploitability()
+    role = SeatRole(measure.game, config.rollout.compact_prompts)
+    curve = distill(member.policy, targets_from(measure.env, average), role, steps=steps, batch=batch, lr=lr,
+                    temperature=member.temperature, progress=progress)  # fmt: skip
+    member.policy.model.save_pretrained(out)
+    member.policy.tokenizer.save_pretrained(out)
+    return {
+        "run": str(run_dir), "iteration": trainer.iteration, "game": measure.game,
+        "average_exploitability": measure.analysis.exploitability(game, average), "last_exploitability": last,
+        "distilled_exploitability": exploitability(), "kl": curve, "out": str(out),
+    }  # fmt: skip

@@ -1,6 +1,8 @@
 """Distilling a tabular policy into one model (NFSP's average network, fitted exactly)."""
 
+import json
 from fractions import Fraction
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +17,7 @@ from populations.distill import Target, distill, targets_from, weighted_kl  # no
 from roles.seat import SeatRole  # noqa: E402
 
 KUHN = "openspiel/kuhn_poker"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 def test_reach_is_the_chance_and_both_seats_probability_of_an_information_state():
@@ -51,3 +54,35 @@ def test_a_model_distilled_from_the_nash_equilibrium_is_nearly_unexploitable():
     assert len(curve) == 11 and curve[-1] == pytest.approx(weighted_kl(policy, targets, role))
     assert curve[-1] < 0.05 * curve[0], curve
     assert before > 0.3 and exploitability() < 0.02, (before, exploitability())
+
+
+def test_coevo_distill_saves_a_model_that_plays_the_runs_average_policy(tmp_path):
+    """A 2-iteration self-play run of OpenSpiel's Kuhn, distilled: the KL to its average policy
+    falls, the printed exploitabilities are the run's and the saved model's own (loaded again
+    from the folder, as ``model = "<out>"`` would), and a bad run is one line, exit 2."""
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+    from marl.models import load_hf
+    from tests.runs import events
+
+    runner = CliRunner()
+    run, out = tmp_path / "run", tmp_path / "distilled"
+    overrides = ["iterations=2", 'games:={"openspiel/kuhn_poker"=1.0}', 'eval.opponents=["random"]', "rollout.matches=16", "eval.every=0"]
+    args = ["train", str(EXAMPLES / "kuhn_tiny.toml"), "--run-dir", str(run), "--quiet", *(a for o in overrides for a in ("--set", o))]
+    assert runner.invoke(app, args).exit_code == 0
+    result = runner.invoke(app, ["distill", str(run), "--out", str(out), "--steps", "20"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    last = [r for r in events(run) if r["kind"] == "iteration"][-1]
+    assert report["iteration"] == 2 and report["average_exploitability"] == pytest.approx(last["kuhn_poker/average_exploitability"])
+    assert report["last_exploitability"] == pytest.approx(last["kuhn_poker/exploitability"], abs=1e-6)
+    assert len(report["kl"]) == 11 and report["kl"][-1] < report["kl"][0]
+    measure, env = OpenSpielExploitability(KUHN), games.make(KUHN)
+    saved = SimpleNamespace(policy=load_hf(str(out)), temperature=1.0, adapter=None, scripted=None)
+    read = measure.distributions(saved, compact=True)
+    assert measure.analysis.exploitability(env.game, measure.analysis.policy_from(env.game, read)) == pytest.approx(
+        report["distilled_exploitability"], abs=1e-6
+    )
+    refused = runner.invoke(app, ["distill", str(tmp_path), "--out", str(out)])
+    assert refused.exit_code == 2 and "not a run directory" in refused.output
