@@ -64,6 +64,8 @@ def test_learning_leduc_reports_exploitability_against_the_untrained_policy():
     (curve,) = report["curves"]
     assert report["iterations"] == len(curve) == 2 and 0 < report["best"]["min"] <= report["final"]["max"]
     assert report["final_over_initial"]["mean"] == pytest.approx(curve[-1] / report["initial"]["mean"])
+    (average,) = report["average_curves"]
+    assert len(average) == 2 and report["average"]["mean"] == average[-1] and report["average_best"]["mean"] == min(average)
 
 
 def test_pool_overhead_reports_the_ratio_and_break_even():
