@@ -1,5 +1,6 @@
 """Every kind of run on every pool, through the one trainer: {self-play, a PFSP population, the
-league} × {Kuhn poker, task forge with all four roles, a population per role} × {local, ray} ×
+league} × {Kuhn poker, task forge with all four roles, a population per role, an orchestration
+graph with a role per node} × {local, ray} ×
 {sync, async (every member's learner one update behind the rollouts that feed it)}, two
 iterations each on the CPU (the league plays two-player zero-sum games only; task forge's PFSP
 is its roles' populations'). Each cell is killed (SIGKILL) after its first iteration and resumed,
@@ -16,8 +17,9 @@ the same first matches and log the same metrics, not the same tokens.
 Cells that CI leaves out, since others cross the same machinery: task forge's role populations
 with the self-play matchmaker (PFSP's runs the same teams, snapshots and ratings), every cell
 but one in async (each passed when the matrix was written), and that one's local pool (async
-resume on the local pool is tests/marl/test_async.py's); and self-play task forge killed on the
-local pool (the role populations' cell is, and checkpoints all that it does).
+resume on the local pool is tests/marl/test_async.py's); self-play task forge killed on the local
+pool (the role populations' cell is, and checkpoints all that it does); and the graph on the local
+pool (tests/roles/test_graph_runs.py trains graphs there).
 """
 
 from pathlib import Path
@@ -40,6 +42,13 @@ FORGE = [  # a tiny model learns to execute; the proposer's curriculum, the veri
     "forge.heldout=1", "roles.executor.player='tiny'", "roles.executor.task_filter=false", "pool.rollout_workers=1",
 ]  # fmt: skip
 ROLES = ("proposer", "executor", "verifier", "teacher")
+GRAPH = [  # a custom orchestration graph (its spec travels with the match plans), each node a role: LoRA solvers under GRPO
+    *SHORT, "rollout.matches=4", "rollout.concurrency=4", "rollout.max_new_tokens=8", "eval.every=2", "forge.heldout=1",
+    "pool.rollout_workers=1",
+    "graph={nodes={planner={brief='Plan in one sentence.', output='text'}, solver={brief='Solve. End with \\boxed{ANSWER}.', "
+    "repeats=2}}, edges=[{source='planner', target='solver'}]}",
+    "roles={planner={player='tiny', estimator='malt'}, solver={player='tiny', members=2, lora={r=4}, estimator='grpo'}}",
+]  # fmt: skip
 
 
 def every_role(matchmaker: str) -> list[str]:
@@ -60,6 +69,7 @@ CELLS = {
     ),
     "self_play-forge": ("task_forge_scripted.toml", FORGE),
     "pfsp-role_populations": ("task_forge_scripted.toml", [*FORGE, *every_role("pfsp")]),
+    "self_play-graph": ("graph_tiny.toml", GRAPH),
 }
 RAY = ["pool.kind='ray'", "pool.rollout.cpus=0.5", "pool.learner.cpus=0.5"]
 
@@ -101,9 +111,11 @@ def assert_resumed_exactly(example: str, overrides: list[str], tmp_path, pool: s
     return whole
 
 
-# Free text killed and resumed on the local pool too: role populations hold everything self-play
-# task forge checkpoints (weights, optimiser, the adapting scripted players) and more.
-KILLED_LOCALLY = {"pfsp-role_populations"}
+# What a free-text cell also runs on the local pool: killed and resumed (role populations
+# checkpoint everything self-play task forge does — weights, optimiser, the adapting scripted
+# players — and more), or once, to plan the same first matches as on Ray. The graph runs on Ray
+# alone: its local runs are tests/roles/test_graph_runs.py's.
+LOCAL_RUNS = {"pfsp-role_populations": "killed", "self_play-forge": "whole"}
 ASYNC = ["train.mode='async'", "train.max_staleness=1"]  # killed after iteration 1: iteration 2 was in flight
 # Async for the cell that crosses the most machinery (role populations of LoRA adapters and
 # scripted players, free text): every cell passed in async once (90 s each on 2 cores); CI runs this one.
@@ -124,9 +136,10 @@ def test_every_run_kind_resumes_exactly_on_every_pool(cell, schedule, cluster, t
             assert [transcript(e) for e in read_jsonl(remote / shard)] == [transcript(e) for e in read_jsonl(local / shard)]
         return
     remote = assert_resumed_exactly(example, on_ray, tmp_path, "ray")
-    if schedule == "async":
-        return  # async resume on the local pool: tests/marl/test_async.py
-    if cell in KILLED_LOCALLY:
+    locally = LOCAL_RUNS.get(cell) if schedule == "sync" else None  # async resume on the local pool: tests/marl/test_async.py
+    if locally is None:
+        return
+    if locally == "killed":
         local = assert_resumed_exactly(example, overrides, tmp_path, "local")
     else:
         local = whole_run(example, overrides, tmp_path / "local-whole")
