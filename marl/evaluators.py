@@ -1,8 +1,9 @@
 """What a run measures, per game, from a registry instead of wired into a trainer.
 
 - Every iteration (``measures``): Kuhn poker's exact exploitability of every learner's policy,
-  of its average policy (:class:`IterateAverages`) and, with a population, of the meta-strategy mixture (reach-weighted per information set,
-  ``games.kuhn_analysis.average``, never a plain mean); the same in any small two-player
+  of its average policy (:class:`IterateAverages`) and, with a population, of the meta-strategy
+  mixture (reach-weighted per information set, ``games.kuhn_analysis.average``, never a plain
+  mean); the same in any small two-player
   zero-sum OpenSpiel game (``openspiel/leduc_poker`` …), by OpenSpiel's own algorithms
   (:class:`OpenSpielExploitability`).
 - Every ``eval.every`` iterations (``evaluation``): a seat game's first learner against the

@@ -314,21 +314,36 @@ class HFPolicy:
         group: dict[tuple, int] = {}
         owner = [group.setdefault((tuple(p), a), len(group)) for p, a in zip(prompts, adapters)]
         if not share or k == 0 or len(group) == len(prompts):
-            batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters, share)  # (N, P + S)
-            positions = (batch.mask.cumsum(-1) - 1).clamp(min=0)  # padding holes: count real tokens only
-            logits = self.model(
-                input_ids=batch.ids[:, batch.prefix :], attention_mask=batch.mask, position_ids=positions[:, batch.prefix :],
-                logits_to_keep=k + 1, **self._cache_kwargs(batch, share), **self._adapters_for(adapters),
-            ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
-            lengths = torch.tensor([len(c) for c in completions], device=self.device)
-            return logits, batch.ids[:, -k:], torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]
+            return self._whole_rows(prompts, completions, adapters, share)
+        return self._from_each_prompt(prompts, completions, adapters, owner)
+
+    def _whole_rows(
+        self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], share: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`_completion_pass` with each row run whole, left-padded (after the batch's shared start)."""
+        k = max(map(len, completions))
+        batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters, share)  # (N, P + S)
+        positions = (batch.mask.cumsum(-1) - 1).clamp(min=0)  # padding holes: count real tokens only
+        logits = self.model(
+            input_ids=batch.ids[:, batch.prefix :], attention_mask=batch.mask, position_ids=positions[:, batch.prefix :],
+            logits_to_keep=k + 1, **self._cache_kwargs(batch, share), **self._adapters_for(adapters),
+        ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
+        lengths = torch.tensor([len(c) for c in completions], device=self.device)
+        return logits, batch.ids[:, -k:], torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]
+
+    def _from_each_prompt(
+        self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], owner: list[int]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`_completion_pass` with each distinct prompt run once (``owner``: each row's), its
+        cache copied to its rows, and the completions run from it, right-padded; then end-aligned."""
+        k = max(map(len, completions))
         firsts = {g: i for i, g in reversed(list(enumerate(owner)))}  # each group's first row
-        rows = [firsts[g] for g in range(len(group))]
+        rows = [firsts[g] for g in range(max(owner) + 1)]
         batch = self._prepare([prompts[i] for i in rows], 1, [adapters[i] for i in rows])  # (G, P + S)
         positions = (batch.mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(
             input_ids=batch.ids[:, batch.prefix :], attention_mask=batch.mask, position_ids=positions[:, batch.prefix :],
-            use_cache=True, logits_to_keep=1, **self._cache_kwargs(batch, share), **self._adapters_for([adapters[i] for i in rows]),
+            use_cache=True, logits_to_keep=1, **self._cache_kwargs(batch, True), **self._adapters_for([adapters[i] for i in rows]),
         )
         index = torch.tensor(owner, device=self.device)
         out.cache.batch_select_indices(index)
