@@ -1,9 +1,12 @@
-"""Does a population beat plain self-play on Kuhn poker? Equal match budgets, same seeds, one run.
+"""Does a population beat plain self-play on Kuhn poker? Equal learner samples, same seeds, one run.
 
 Three matchmakers train the tiny model (``examples/kuhn_population.toml``) for the same number of
-iterations, each playing the same number of training and evaluation matches per iteration:
+iterations and the same number of **learner samples** (trained turns): a self-play match trains
+both seats and a match against a frozen snapshot one, so the populations play twice the training
+matches a iteration (each run's samples are summed from its events and printed, to show it):
 
-- ``self_play``: the latest policy against itself; what counts is its last iterate;
+- ``self_play``: the latest policy against itself; what counts is its last iterate, and beside it
+  its average policy (every policy it held, reach-weighted: ``kuhn/m0/average_exploitability``);
 - ``fictitious``: against a uniformly drawn past snapshot; what counts is the uniform mixture of
   the snapshots (the average policy fictitious play converges in);
 - ``psro``: against the Nash meta-strategy of the snapshots' empirical payoff matrix; what counts
@@ -12,8 +15,8 @@ iterations, each playing the same number of training and evaluation matches per 
 Each population's mixture is analysed exactly (``kuhn/population_exploitability``: the mixture
 reach-weighted per information set); 0 is a Nash equilibrium, uniform play 0.458. The runs go
 through ``coevo sweep`` (two at a time by default). Prints a table, then one JSON line with every
-curve's final and best values and each matchmaker's mean final value over the seeds, with its
-ratio to self-play's.
+curve's final and best values and each answer's mean final value over the seeds, with its ratio
+to self-play's last iterate.
 
     python benchmarks/population_emergence.py [--seeds 0 1] [--iterations 80] [--quick]
 """
@@ -28,15 +31,22 @@ from pathlib import Path
 
 import tomli_w
 
+from marl.config import load_config
 from populations.sweep import run_sweep
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 MATCHMAKERS = ("self_play", "fictitious", "psro")
+ANSWERS = (*MATCHMAKERS, "self_play_average")
+MATCHES = {"self_play": 1, "fictitious": 2, "psro": 2}  # training matches a iteration, as a multiple: equal learner samples
 
 
-def curve(run_dir: Path) -> list[float]:
+def curves(run_dir: Path) -> tuple[list[float], list[float], float]:
+    """A run's population exploitability and its learner's average policy's, per iteration, and
+    the learner samples it trained on."""
     records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    return [r["kuhn/population_exploitability"] for r in records if r["kind"] == "iteration"]
+    its = [r for r in records if r["kind"] == "iteration"]
+    samples = sum(r.get("m0/learner/samples", 0.0) for r in its)
+    return [r["kuhn/population_exploitability"] for r in its], [r["kuhn/m0/average_exploitability"] for r in its], samples
 
 
 def main() -> None:
@@ -47,14 +57,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="3 iterations of 16 matches: a smoke test")
     args = parser.parse_args()
-    changes = ["rollout.matches=16", "rollout.concurrency=16", "population.eval_matches=4", "population.snapshot_every=1"]
-    changes = changes if args.quick else []
+    changes = ["population.eval_matches=4", "population.snapshot_every=1"] if args.quick else []
     iterations = 3 if args.quick else args.iterations
     if iterations:
         changes.append(f"iterations={iterations}")
+    matches = 16 if args.quick else load_config(EXAMPLES / "kuhn_population.toml").rollout.matches
+    listed = [
+        {"population.matchmaker": name, "rollout.matches": matches * k, "rollout.concurrency": matches * k}
+        for name, k in MATCHES.items()
+    ]  # fmt: skip
     sweep = {
         "config": str(EXAMPLES / "kuhn_population.toml"), "parallel": args.parallel, "set": changes,
-        "grid": {"population.matchmaker": list(MATCHMAKERS), "seed": args.seeds, "model_seed": [0]},
+        "grid": {"seed": args.seeds, "model_seed": [0]}, "runs": listed,
     }  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch)
@@ -63,18 +77,27 @@ def main() -> None:
         table = run_sweep(out / "sweep.toml", out)
         if (table.status != "done").any():
             raise SystemExit(f"runs failed:\n{table[table.status != 'done'][['run', 'status']].to_string()}")
-        runs = {
-            (row["population.matchmaker"], int(row.seed)): curve(Path(row.run_dir)) for _, row in table.iterrows()
-        }
+        runs, samples = {}, {}
+        for _, row in table.iterrows():
+            name, seed = row["population.matchmaker"], int(row.seed)
+            population, average, samples[name, seed] = curves(Path(row.run_dir))
+            runs[name, seed] = population
+            if name == "self_play":
+                runs["self_play_average", seed] = average
         budget = int(table["iteration"].iloc[0])
     report: dict = {"benchmark": "population_emergence", "iterations": budget, "seeds": args.seeds, "runs": {}}
-    print(f"{'matchmaker':<12}{'seed':>5}{'first':>9}{'best':>9}{'final':>9}")
+    print(f"{'answer':<18}{'seed':>5}{'samples':>9}{'first':>9}{'best':>9}{'final':>9}")
     for (name, seed), values in sorted(runs.items()):
-        print(f"{name:<12}{seed:>5}{values[0]:>9.3f}{min(values):>9.3f}{values[-1]:>9.3f}")
-        report["runs"][f"{name}/seed{seed}"] = {"first": values[0], "best": min(values), "final": values[-1]}
-    finals = {name: statistics.mean(runs[name, s][-1] for s in args.seeds) for name in MATCHMAKERS}
+        trained = samples[name.removesuffix("_average"), seed]
+        print(f"{name:<18}{seed:>5}{trained:>9.0f}{values[0]:>9.3f}{min(values):>9.3f}{values[-1]:>9.3f}")
+        report["runs"][f"{name}/seed{seed}"] = {"first": values[0], "best": min(values), "final": values[-1], "samples": trained}
+    finals = {name: statistics.mean(runs[name, s][-1] for s in args.seeds) for name in ANSWERS}
     report["final_mean"] = finals
-    report["ratio_vs_self_play"] = {name: finals[name] / finals["self_play"] for name in MATCHMAKERS}
+    report["ratio_vs_self_play"] = {name: finals[name] / finals["self_play"] for name in ANSWERS}
+    report["samples_vs_self_play"] = {
+        name: statistics.mean(samples[name, s] for s in args.seeds) / statistics.mean(samples["self_play", s] for s in args.seeds)
+        for name in MATCHMAKERS
+    }  # fmt: skip
     print(json.dumps(report))
 
 

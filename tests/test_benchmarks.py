@@ -108,10 +108,12 @@ def test_population_emergence_prints_every_matchmakers_final_value():
         [sys.executable, str(BENCHMARKS / "population_emergence.py"), "--quick"], capture_output=True, text=True, check=True
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["iterations"] == 3 and set(report["final_mean"]) == {"self_play", "fictitious", "psro"}
+    assert report["iterations"] == 3 and set(report["final_mean"]) == {"self_play", "fictitious", "psro", "self_play_average"}
     for row in report["runs"].values():
-        assert 0 <= row["best"] <= row["first"] <= 0.5 and 0 <= row["final"] <= 0.5
+        assert 0 <= row["best"] <= row["first"] <= 0.5 and 0 <= row["final"] <= 0.5 and row["samples"] > 0
     assert report["ratio_vs_self_play"]["self_play"] == 1.0
+    for name in ("fictitious", "psro"):  # twice the matches against snapshots: about the samples of self-play's
+        assert 0.75 < report["samples_vs_self_play"][name] < 1.33, report["samples_vs_self_play"]
 
 
 def test_curricula_beat_a_uniform_one_on_held_out_accuracy_at_equal_budget():
