@@ -31,7 +31,7 @@ from pathlib import Path
 
 import tomli_w
 
-from marl.config import load_config
+from populations.config import load_run_config
 from populations.sweep import run_sweep
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -57,11 +57,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--quick", action="store_true", help="3 iterations of 16 matches: a smoke test")
     args = parser.parse_args()
-    changes = ["population.eval_matches=4", "population.snapshot_every=1"] if args.quick else []
+    changes = ["rollout.matches=16", "population.eval_matches=4", "population.snapshot_every=1"] if args.quick else []
     iterations = 3 if args.quick else args.iterations
     if iterations:
         changes.append(f"iterations={iterations}")
-    matches = 16 if args.quick else load_config(EXAMPLES / "kuhn_population.toml").rollout.matches
+    matches = load_run_config(EXAMPLES / "kuhn_population.toml", changes).rollout.matches  # self-play's; the listed runs set their own
     listed = [
         {"population.matchmaker": name, "rollout.matches": matches * k, "rollout.concurrency": matches * k}
         for name, k in MATCHES.items()
