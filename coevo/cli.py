@@ -372,17 +372,29 @@ def sweep(
 
 
 SWEEP_COLUMNS = 3  # headline metrics in the terminal's results table (all of them are in results.csv)
+SETTING_COLUMNS = 2  # varied settings given a column each; more share one column, a line each
 
 
 def _results_table(results) -> Table:
     """Each run's settings, status and the few headline metrics that tell most, those that
-    differ between runs first: the sweep's answer, on screen when it ends."""
+    differ between runs first: the sweep's answer, on screen when it ends. Many varied settings
+    (a sweep over role tables has one per key) share one column, so that no header shrinks to a
+    letter on a narrow terminal."""
     from analysis.load import summary_columns, varied_settings
 
-    shown = summary_columns(results, varied_settings(results), SWEEP_COLUMNS)
-    table = Table(*shown, title="results")
-    for _, row in results[shown].iterrows():
-        table.add_row(*(f"{v:.4g}" if isinstance(v, float) else escape(str(v)) for v in row))
+    settings = varied_settings(results)
+    apart = settings if len(settings) <= SETTING_COLUMNS else []
+    shown = summary_columns(results, apart, SWEEP_COLUMNS)
+    together = [c for c in settings if c not in apart]
+    lines = ["\n".join(f"{c}={row[c]}" for c in together) for _, row in results.iterrows()]
+    widest = max((len(line) for text in lines for line in text.splitlines()), default=0)
+    columns = [Column(h, overflow="fold") for h in shown]  # folded, never cut
+    if together:
+        columns.insert(1, Column("settings", overflow="fold", min_width=min(widest, 40)))
+    table = Table(*columns, title="results")
+    for text, (_, row) in zip(lines, results.iterrows()):
+        cells = [f"{row[c]:.4g}" if isinstance(row[c], float) else escape(str(row[c])) for c in shown]
+        table.add_row(*cells[:1], *([escape(text)] if together else []), *cells[1:])
     return table
 
 

@@ -526,3 +526,24 @@ def test_a_sweep_ends_with_its_results_table_the_headline_that_moved_beside_the_
     assert header == ["run", "population.matchmaker", "status", "iteration", "kuhn/population_exploitability", "elo/m0", "rollout/invalid_rate"]
     text = console.export_text()
     assert "0.08123" in text and "psro" in text
+
+
+def test_many_varied_settings_share_one_column_and_every_header_stays_readable():
+    """A sweep over role tables varies a setting per key: on an 80-column terminal each would
+    shrink to a letter, so they share one column, a line each."""
+    from rich.console import Console
+
+    from coevo.cli import _results_table
+
+    keys = ["graph", "roles.judge.player", "roles.debater.player", "roles.debater.estimator"]
+    results = pd.DataFrame({
+        "run": ["000", "001"], **{k: [f"{k[-4:]}-a", f"{k[-4:]}-b"] for k in keys}, "status": ["done", "done"],
+        "iteration": [4, 4], "eval/graph/heldout_accuracy": [0.45, 0.64], "graph/accuracy": [0.4, 0.6],
+    })  # fmt: skip
+    table = _results_table(results)
+    assert [c.header for c in table.columns] == ["run", "settings", "status", "iteration", "eval/graph/heldout_accuracy", "graph/accuracy"]
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(table)
+    text = console.export_text()
+    assert all(f"{k}={k[-4:]}-b" in text for k in keys), text
+    assert "…" not in text, text
