@@ -159,6 +159,8 @@ def distill_run(run_dir: Path, out: Path, *, steps: int = 300, batch: int = 64, 
     measure = next(m for m in trainer.measures if isinstance(m, OpenSpielExploitability))
     name = next(iter(trainer.roster.specs))
     member, game = trainer.members[name], measure.env.game
+    if name not in measure.averages.policies:
+        raise CannotDistill(f"{run_dir}'s checkpoint holds no average policy (an older coevo wrote it); train the run again")
     average = measure.averages.policies[name][0]
 
     def exploitability() -> float:
