@@ -1,6 +1,6 @@
 """Every kind of run on every pool, through the one trainer: {self-play, a PFSP population, the
-league} × {Kuhn poker, task forge with all four roles, a population per role, an orchestration
-graph with a role per node} × {local, ray} ×
+league} × {Kuhn poker, task forge's four roles (a population per role), an orchestration graph
+with a role per node} × {local, ray} ×
 {sync, async (every member's learner one update behind the rollouts that feed it)}, two
 iterations each on the CPU (the league plays two-player zero-sum games only; task forge's PFSP
 is its roles' populations'). Each cell is killed (SIGKILL) after its first iteration and resumed,
@@ -14,12 +14,13 @@ nearly uniform untrained models, where that noise can tip one draw to the neighb
 each pool's killed run is compared with its own unbroken one, and across pools the runs must plan
 the same first matches and log the same metrics, not the same tokens.
 
-Cells that CI leaves out, since others cross the same machinery: task forge's role populations
-with the self-play matchmaker (PFSP's runs the same teams, snapshots and ratings), every cell
-but one in async (each passed when the matrix was written), and that one's local pool (async
-resume on the local pool is tests/marl/test_async.py's); self-play task forge killed on the local
-pool (the role populations' cell is, and checkpoints all that it does); and the graph on the local
-pool (tests/roles/test_graph_runs.py trains graphs there).
+Cells that CI leaves out, since others cross the same machinery: self-play task forge (the role
+populations' cell plays task forge on both pools and checkpoints all that self-play's does, and
+Kuhn's self-play cell the self-play planner on Ray), task forge's role populations with the
+self-play matchmaker (PFSP's runs the same teams, snapshots and ratings), every cell but one in
+async (each passed when the matrix was written), and that one's local pool (async resume on the
+local pool is tests/marl/test_async.py's); and the graph on the local pool
+(tests/roles/test_graph_runs.py trains graphs there).
 """
 
 from pathlib import Path
@@ -67,7 +68,6 @@ CELLS = {
     "league-kuhn": (
         "kuhn_league.toml", [*KUHN, "population.league.min_matches=4", "population.league.max_matches=8", "population.eval_matches=4"]
     ),
-    "self_play-forge": ("task_forge_scripted.toml", FORGE),
     "pfsp-role_populations": ("task_forge_scripted.toml", [*FORGE, *every_role("pfsp")]),
     "self_play-graph": ("graph_tiny.toml", GRAPH),
 }
@@ -111,11 +111,9 @@ def assert_resumed_exactly(example: str, overrides: list[str], tmp_path, pool: s
     return whole
 
 
-# What a free-text cell also runs on the local pool: killed and resumed (role populations
-# checkpoint everything self-play task forge does — weights, optimiser, the adapting scripted
-# players — and more), or once, to plan the same first matches as on Ray. The graph runs on Ray
-# alone: its local runs are tests/roles/test_graph_runs.py's.
-LOCAL_RUNS = {"pfsp-role_populations": "killed", "self_play-forge": "whole"}
+# The free-text cell also killed and resumed on the local pool, and compared across pools. The
+# graph runs on Ray alone: its local runs are tests/roles/test_graph_runs.py's.
+LOCALLY = "pfsp-role_populations"
 ASYNC = ["train.mode='async'", "train.max_staleness=1"]  # killed after iteration 1: iteration 2 was in flight
 # Async for the cell that crosses the most machinery (role populations of LoRA adapters and
 # scripted players, free text): every cell passed in async once (90 s each on 2 cores); CI runs this one.
@@ -136,13 +134,9 @@ def test_every_run_kind_resumes_exactly_on_every_pool(cell, schedule, cluster, t
             assert [transcript(e) for e in read_jsonl(remote / shard)] == [transcript(e) for e in read_jsonl(local / shard)]
         return
     remote = assert_resumed_exactly(example, on_ray, tmp_path, "ray")
-    locally = LOCAL_RUNS.get(cell) if schedule == "sync" else None  # async resume on the local pool: tests/marl/test_async.py
-    if locally is None:
+    if cell != LOCALLY or schedule == "async":  # async resume on the local pool: tests/marl/test_async.py
         return
-    if locally == "killed":
-        local = assert_resumed_exactly(example, overrides, tmp_path, "local")
-    else:
-        local = whole_run(example, overrides, tmp_path / "local-whole")
+    local = assert_resumed_exactly(example, overrides, tmp_path, "local")
     first = "episodes/iter_000001.jsonl"
     assert [e.members for e in read_jsonl(remote / first)] == [e.members for e in read_jsonl(local / first)]
     assert [r.keys() for r in comparable(events(remote))] == [r.keys() for r in comparable(events(local))]
