@@ -287,11 +287,15 @@ class OpenSpielExploitability:
             return {s.key: [1 / len(s.moves)] * len(s.moves) for s in self.states}
         return None
 
+    def policy(self, member: Member, compact: bool) -> Any:
+        """``member``'s play as an OpenSpiel tabular policy (see :meth:`distributions`); None for a
+        player we cannot read."""
+        read = self.distributions(member, compact)
+        return None if read is None else self.analysis.policy_from(self.env.game, read)
+
     def __call__(self, trainer: Trainer) -> dict:
         game, compact = self.env.game, trainer.config.rollout.compact_prompts
-        policies = {}
-        for name in trainer.roster.specs:
-            policies[name] = self.analysis.policy_from(game, self.distributions(trainer.members[name], compact))
+        policies = {name: self.policy(trainer.members[name], compact) for name in trainer.roster.specs}
         out = {}
         for name, policy in policies.items():
             out[f"{self.name}/{prefix(name)}exploitability"] = self.analysis.exploitability(game, policy)
@@ -301,11 +305,8 @@ class OpenSpielExploitability:
             return out
         mixture = {n: w for n, w in trainer.population.meta_strategy().items() if w > 0}
         players = trainer.players(set(mixture) - set(policies))
-        for name, player in players.items():
-            read = self.distributions(player, compact)
-            if read is not None:
-                policies[name] = self.analysis.policy_from(game, read)
-        known = [n for n in mixture if n in policies]
+        policies.update({name: self.policy(player, compact) for name, player in players.items()})
+        known = [n for n in mixture if policies.get(n) is not None]
         if known:
             mixed = self.analysis.mixture(game, [policies[n] for n in known], [mixture[n] for n in known])
             out[f"{self.name}/population_exploitability"] = self.analysis.exploitability(game, mixed)

@@ -89,9 +89,9 @@ def distill(
 ) -> list[float]:
     """Fit ``policy`` (its ``adapter``'s weights, or the whole model) to ``targets`` with Adam:
     each step a batch of information states drawn in proportion to their weight, its mean KL the
-    loss; ``progress(step)`` after each. Returns the reach-weighted KL over all states before training and after every step's
-    update, every ``steps // 10`` steps (the curve a user watches). A game with at most ``batch``
-    information states (Kuhn's 12) fits all of them every step."""
+    loss; a game with at most ``batch`` information states (Kuhn's 12) fits all of them, their KL
+    weighted exactly. ``progress(step)`` after each step. Returns the curve a user watches: the
+    reach-weighted KL over all states before training and every ``steps // 10`` steps after."""
     params = [p for n, p in policy.model.named_parameters() if (adapter_of(n) == adapter if adapter else p.requires_grad)]
     if not params:
         raise ValueError(f"{policy.name}: nothing to train (adapter {adapter!r} has no trainable weights)")
@@ -144,12 +144,12 @@ def distill_run(run_dir: Path, out: Path, *, steps: int = 300, batch: int = 64, 
     nearest model to the average. Returns what a user compares: the average's exploitability
     (the target), the last iterate's, the distilled model's, and the KL curve.
     """
-    from marl.evaluators import OpenSpielExploitability, measures
+    from marl.evaluators import OpenSpielExploitability, exact_exploitability
     from marl.train import Trainer
     from populations.config import load_run_config
 
     config = load_run_config(run_dir / "config.toml", ["pool.kind='local'"])
-    if not any(isinstance(m, OpenSpielExploitability) for m in measures(config.games)):
+    if not any(g.startswith("openspiel/") and exact_exploitability(g) for g in config.games):  # the trainer measures it
         raise CannotDistill(f"{run_dir} plays {', '.join(config.games)}: distill needs a small two-player zero-sum OpenSpiel game")
     if config.mode != "choose" or config.population is not None or config.lora.r:
         raise CannotDistill(f"{run_dir}: distill takes a self-play run of one whole model in forced choice (mode = 'choose', "
@@ -164,8 +164,7 @@ def distill_run(run_dir: Path, out: Path, *, steps: int = 300, batch: int = 64, 
     average = measure.averages.policies[name][0]
 
     def exploitability() -> float:
-        read = measure.distributions(member, config.rollout.compact_prompts)
-        return measure.analysis.exploitability(game, measure.analysis.policy_from(game, read))
+        return measure.analysis.exploitability(game, measure.policy(member, config.rollout.compact_prompts))
 
     last = exploitability()
     role = SeatRole(measure.game, config.rollout.compact_prompts)
