@@ -195,6 +195,28 @@ def test_bleu_is_symmetrised():
     assert d[0, 1] == d[1, 0] == pytest.approx(1 - (math.exp(-1) + 70**-0.25) / 2)
 
 
+TEXTS = st.lists(st.lists(st.sampled_from("a b c d".split()), max_size=12).map(" ".join), min_size=2, max_size=6)
+
+
+@given(TEXTS)
+def test_bleu_distances_are_nltks_sentence_bleu_averaged_over_both_directions(texts):
+    """The pairwise BLEU is nltk's, to the last bits: few tokens make every n-gram order match,
+    miss and smooth, and brevity penalise in both directions."""
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    smooth = SmoothingFunction().method1
+    tokens = [t.split() for t in texts]
+
+    def nltk(h, r):
+        if h == r:
+            return 1.0  # the module docstring's exception: identical texts are at distance 0
+        return float(sentence_bleu([r], h, smoothing_function=smooth)) if h and r else 0.0
+
+    d = bleu_distances(texts)
+    for i, j in ((i, j) for i in range(len(texts)) for j in range(len(texts)) if i != j):
+        assert d[i, j] == pytest.approx(1 - (nltk(tokens[i], tokens[j]) + nltk(tokens[j], tokens[i])) / 2, rel=1e-12, abs=1e-12)
+
+
 def test_identical_texts_cluster_together():
     assert repetition_penalties([H, H, H, OTHER]) == pytest.approx([0.75, 0.75, 0.75, 0.25])
     assert repetition_penalties(["x y", "x y", OTHER]) == pytest.approx([2 / 3, 2 / 3, 1 / 3])  # short texts too
