@@ -28,7 +28,7 @@ from roles.seat import SeatRole
 SIZES = [2**k for k in range(12, 21)]  # 4 KiB … 1 MiB
 FLOOR_S = 0.02  # parses cheaper than this are mostly noise on a shared machine, not a point on the curve
 STOP_S = 1.5  # one parse this slow is enough evidence: a linear parser takes milliseconds
-ROUNDS = 4
+ROUNDS = 3
 MAX_EXPONENT = 1.6  # linear is 1.0, quadratic 2.0
 
 # The pieces parsers look for, in pieces: what adversarial output is built from.

@@ -17,10 +17,10 @@ the same first matches and log the same metrics, not the same tokens.
 Cells that CI leaves out, since others cross the same machinery: self-play task forge (the role
 populations' cell plays task forge on both pools and checkpoints all that self-play's does, and
 Kuhn's self-play cell the self-play planner on Ray), task forge's role populations with the
-self-play matchmaker (PFSP's runs the same teams, snapshots and ratings), every cell but one in
-async (each passed when the matrix was written), and that one's local pool (async resume on the
-local pool is tests/marl/test_async.py's); and the graph on the local pool
-(tests/roles/test_graph_runs.py trains graphs there).
+self-play matchmaker (PFSP's runs the same teams, snapshots and ratings), every cell but Kuhn's
+PFSP population in async (each passed when the matrix was written; task forge's role populations
+took twice as long), and async runs killed on the local pool (tests/marl/test_async.py's); and the
+graph on the local pool (tests/roles/test_graph_runs.py trains graphs there).
 """
 
 from pathlib import Path
@@ -115,9 +115,9 @@ def assert_resumed_exactly(example: str, overrides: list[str], tmp_path, pool: s
 # graph runs on Ray alone: its local runs are tests/roles/test_graph_runs.py's.
 LOCALLY = "pfsp-role_populations"
 ASYNC = ["train.mode='async'", "train.max_staleness=1"]  # killed after iteration 1: iteration 2 was in flight
-# Async for the cell that crosses the most machinery (role populations of LoRA adapters and
-# scripted players, free text): every cell passed in async once (90 s each on 2 cores); CI runs this one.
-RUNS = [(cell, "sync") for cell in CELLS] + [("pfsp-role_populations", "async")]
+# Async for a population (snapshots and ratings travel with the jobs in flight): every cell passed
+# in async once (90 s each on 2 cores); CI runs this one.
+RUNS = [(cell, "sync") for cell in CELLS] + [("pfsp-kuhn", "async")]
 
 
 @pytest.mark.parametrize("cell, schedule", RUNS)
@@ -134,7 +134,7 @@ def test_every_run_kind_resumes_exactly_on_every_pool(cell, schedule, cluster, t
             assert [transcript(e) for e in read_jsonl(remote / shard)] == [transcript(e) for e in read_jsonl(local / shard)]
         return
     remote = assert_resumed_exactly(example, on_ray, tmp_path, "ray")
-    if cell != LOCALLY or schedule == "async":  # async resume on the local pool: tests/marl/test_async.py
+    if cell != LOCALLY:
         return
     local = assert_resumed_exactly(example, overrides, tmp_path, "local")
     first = "episodes/iter_000001.jsonl"
