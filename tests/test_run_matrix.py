@@ -6,21 +6,19 @@ iterations each on the CPU (the league plays two-player zero-sum games only; tas
 is its roles' populations'). Each cell is killed (SIGKILL) after its first iteration and resumed,
 and must log and play exactly what an unbroken run does.
 
-Forced choice (Kuhn) plays the same matches move for move on either pool (a choice is robust to
-the last-bit float noise of a different batch split), so one comparison shows both: the Ray run,
-killed and resumed, against the unbroken local run (a killed local run is tested with each kind
-of run in tests/marl and tests/populations). Free text (task forge) samples token by token from
-nearly uniform untrained models, where that noise can tip one draw to the neighbouring token, so
-each pool's killed run is compared with its own unbroken one, and across pools the runs must plan
-the same first matches and log the same metrics, not the same tokens.
+One comparison shows both: the Ray run, killed and resumed, against the unbroken local run, event
+for event and token for token. With one torch thread on either side (the test workers' and the
+actors' default) and one rollout worker, both pools compute the same batches to the last bit, so
+even free text sampled from nearly uniform untrained models draws the same tokens. Task forge's
+role populations are also killed on the local pool (a killed local run of the other kinds is
+tested in tests/marl and tests/populations).
 
 Cells that CI leaves out, since others cross the same machinery: self-play task forge (the role
 populations' cell plays task forge on both pools and checkpoints all that self-play's does, and
 Kuhn's self-play cell the self-play planner on Ray), task forge's role populations with the
 self-play matchmaker (PFSP's runs the same teams, snapshots and ratings), every cell but Kuhn's
 PFSP population in async (each passed when the matrix was written; task forge's role populations
-took twice as long), and async runs killed on the local pool (tests/marl/test_async.py's); and the
-graph on the local pool (tests/roles/test_graph_runs.py trains graphs there).
+took twice as long), and async runs killed on the local pool (tests/marl/test_async.py's).
 """
 
 from pathlib import Path
@@ -100,20 +98,15 @@ def whole_run(example: str, overrides: list[str], run_dir):
     return run_dir
 
 
-def assert_resumed_exactly(example: str, overrides: list[str], tmp_path, pool: str):
-    """An unbroken run, and the same run killed and resumed: the same events and episodes."""
-    whole, killed = whole_run(example, overrides, tmp_path / f"{pool}-whole"), tmp_path / f"{pool}-killed"
-    killed_and_resumed(example, overrides, killed)
-    assert comparable(events(killed)) == comparable(events(whole))
+def assert_same_run(run, reference) -> None:
+    """The same events, and the same matches turn for turn."""
+    assert comparable(events(run)) == comparable(events(reference))
     for i in (1, 2):
         shard = f"episodes/iter_{i:06d}.jsonl"
-        assert (killed / shard).read_text() == (whole / shard).read_text()
-    return whole
+        assert [transcript(e) for e in read_jsonl(run / shard)] == [transcript(e) for e in read_jsonl(reference / shard)]
 
 
-# The free-text cell also killed and resumed on the local pool, and compared across pools. The
-# graph runs on Ray alone: its local runs are tests/roles/test_graph_runs.py's.
-LOCALLY = "pfsp-role_populations"
+LOCALLY = "pfsp-role_populations"  # also killed and resumed on the local pool
 ASYNC = ["train.mode='async'", "train.max_staleness=1"]  # killed after iteration 1: iteration 2 was in flight
 # Async for a population (snapshots and ratings travel with the jobs in flight): every cell passed
 # in async once (90 s each on 2 cores); CI runs this one.
@@ -124,19 +117,9 @@ RUNS = [(cell, "sync") for cell in CELLS] + [("pfsp-kuhn", "async")]
 def test_every_run_kind_resumes_exactly_on_every_pool(cell, schedule, cluster, tmp_path):
     example, overrides = CELLS[cell]
     overrides = [*overrides, *(ASYNC if schedule == "async" else [])]
-    on_ray = [*overrides, *RAY, f"pool.address='{cluster}'"]
-    if load_run_config(EXAMPLES / example, overrides).mode == "choose":
-        local, remote = whole_run(example, overrides, tmp_path / "local"), tmp_path / "ray-killed"
-        killed_and_resumed(example, on_ray, remote)
-        assert comparable(events(remote)) == comparable(events(local))
-        for i in (1, 2):
-            shard = f"episodes/iter_{i:06d}.jsonl"
-            assert [transcript(e) for e in read_jsonl(remote / shard)] == [transcript(e) for e in read_jsonl(local / shard)]
-        return
-    remote = assert_resumed_exactly(example, on_ray, tmp_path, "ray")
-    if cell != LOCALLY:
-        return
-    local = assert_resumed_exactly(example, overrides, tmp_path, "local")
-    first = "episodes/iter_000001.jsonl"
-    assert [e.members for e in read_jsonl(remote / first)] == [e.members for e in read_jsonl(local / first)]
-    assert [r.keys() for r in comparable(events(remote))] == [r.keys() for r in comparable(events(local))]
+    local = whole_run(example, overrides, tmp_path / "local")
+    killed_and_resumed(example, [*overrides, *RAY, f"pool.address='{cluster}'"], tmp_path / "ray-killed")
+    assert_same_run(tmp_path / "ray-killed", local)
+    if cell == LOCALLY:
+        killed_and_resumed(example, overrides, tmp_path / "local-killed")
+        assert_same_run(tmp_path / "local-killed", local)
