@@ -1,13 +1,31 @@
 """Benchmarks run and report what they promise (speed itself is never asserted in a test)."""
 
+import contextlib
+import io
 import json
+import runpy
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+
+
+def run_benchmark(script: str, *args: str) -> str:
+    """What ``python benchmarks/<script> <args>`` prints, run in this process: a subprocess paid
+    ~9 s of imports (torch, transformers) that the test worker has already done. Benchmarks that
+    start Ray or measure their process's memory still run as their own process."""
+    out = io.StringIO()
+    with (
+        mock.patch.object(sys, "argv", [script, *args]),
+        mock.patch.object(sys, "path", [str(BENCHMARKS), *sys.path]),  # a script's sibling imports
+        contextlib.redirect_stdout(out),
+    ):
+        runpy.run_path(str(BENCHMARKS / script), run_name="__main__")
+    return out.getvalue()
 
 
 def test_env_speed_prints_one_json_line_with_both_ratios():
@@ -23,11 +41,8 @@ def test_env_speed_prints_one_json_line_with_both_ratios():
 
 
 def test_rollout_speed_reports_both_ratios():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "rollout_speed.py"), "--models", "tiny", "--quick"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stdout = run_benchmark("rollout_speed.py", "--models", "tiny", "--quick")
+    report = json.loads(stdout.strip().splitlines()[-1])
     tiny = report["tiny"]
     assert set(tiny["tokens_per_s"]) == {"engine", "bare_generate", "bare_generate_greedy", "one_at_a_time"}
     assert all(rate > 0 for rate in tiny["tokens_per_s"].values())
@@ -35,19 +50,15 @@ def test_rollout_speed_reports_both_ratios():
 
 
 def test_learner_speed_reports_its_ratio():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "learner_speed.py"), "--quick"], capture_output=True, text=True, check=True
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stdout = run_benchmark("learner_speed.py", "--quick")
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert report["samples"] > 0 and report["tokens_per_s"]["learner"] > 0 and report["tokens_per_s"]["bare"] > 0
     assert "ratio_vs_bare" in report
 
 
 def test_learning_kuhn_reports_both_estimators():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "learning_kuhn.py"), "--quick"], capture_output=True, text=True, check=True
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stdout = run_benchmark("learning_kuhn.py", "--quick")
+    report = json.loads(stdout.strip().splitlines()[-1])
     for name in ("rae", "reinforce"):
         row = report[name]
         assert 0 <= row["best"] <= row["final"] and 0 <= row["averaged"] and row["initial"] > 0
@@ -57,10 +68,8 @@ def test_learning_kuhn_reports_both_estimators():
 
 def test_learning_leduc_reports_exploitability_against_the_untrained_policy():
     pytest.importorskip("pyspiel")
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "learning_leduc.py"), "--quick"], capture_output=True, text=True, check=True
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stdout = run_benchmark("learning_leduc.py", "--quick")
+    report = json.loads(stdout.strip().splitlines()[-1])
     (curve,) = report["curves"]
     assert report["iterations"] == len(curve) == 2 and 0 < report["best"]["min"] <= report["final"]["max"]
     assert report["final_over_initial"]["mean"] == pytest.approx(curve[-1] / report["initial"]["mean"])
@@ -79,10 +88,8 @@ def test_pool_overhead_reports_the_ratio_and_break_even():
 
 
 def test_population_overhead_reports_each_game_and_size():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "population_overhead.py"), "--quick"], capture_output=True, text=True, check=True
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stdout = run_benchmark("population_overhead.py", "--quick")
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert set(report["ratio_vs_match_time"]) == {"kuhn_poker", "tictactoe"}
     for row in report["per_size"]:
         assert row["matches"] == row["members"] * 16 * 2 + int(row["members"] * 16 * 0.125) * 2
@@ -104,10 +111,8 @@ def test_population_overhead_reports_the_median_repeat(monkeypatch):
 
 
 def test_population_emergence_prints_every_matchmakers_final_value():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "population_emergence.py"), "--quick"], capture_output=True, text=True, check=True
-    )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stdout = run_benchmark("population_emergence.py", "--quick")
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert report["iterations"] == 3 and set(report["final_mean"]) == {"self_play", "fictitious", "psro", "self_play_average"}
     for row in report["runs"].values():
         assert 0 <= row["best"] <= row["first"] <= 0.5 and 0 <= row["final"] <= 0.5 and row["samples"] > 0
@@ -119,11 +124,8 @@ def test_population_emergence_prints_every_matchmakers_final_value():
 def test_curricula_beat_a_uniform_one_on_held_out_accuracy_at_equal_budget():
     """Issue 7's claim on a small budget (240 tasks, one seed; the full numbers are in the README).
     Every random choice derives from the seed, so this is one fixed experiment, not a flaky one."""
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "coevolution_curricula.py"), "--seeds", "0", "--iterations", "15", "--matches", "16"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stdout = run_benchmark("coevolution_curricula.py", "--seeds", "0", "--iterations", "15", "--matches", "16")
+    report = json.loads(stdout.strip().splitlines()[-1])
     ratio = report["heldout_accuracy_vs_uniform"]
     assert ratio["alp_gmm"] > 1.0 and ratio["sec"] > 1.0, ratio
     assert report["runs"]["sec"]["p_hat_in_band"] > report["runs"]["uniform"]["p_hat_in_band"]
@@ -165,11 +167,8 @@ def test_async_speed_reports_the_ratio_at_k2_and_the_staleness_it_ran_at():
 
 
 def test_learning_async_reports_both_schedules_and_the_sync_range():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "learning_async.py"), "--quick", "--seeds", "0", "1"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stdout = run_benchmark("learning_async.py", "--quick", "--seeds", "0", "1")
+    report = json.loads(stdout.strip().splitlines()[-1])
     assert len(report["sync"]["per_seed_final"]) == len(report["async_k2"]["per_seed_final"]) == 2
     assert report["sync"]["mean_initial"] == report["async_k2"]["mean_initial"], "same seeds, same initial model"
     assert report["sync_range"] == sorted(report["sync"]["per_seed_final"]) and "met" in report

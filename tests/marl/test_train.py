@@ -181,7 +181,8 @@ def test_a_full_disk_ends_the_run_with_one_line_and_it_resumes_exactly(tmp_path,
 @pytest.mark.slow
 def test_smollm2_free_text_lora_run(tmp_path):
     """The SPIRAL example itself, shrunk to fit a CPU: three games, free text, LoRA (one PPO epoch:
-    the second would only repeat the same passes), one iteration and one more after a resume."""
+    the second would only repeat the same passes), one iteration and its checkpoint (a LoRA run's
+    resume is tested with the tiny model: tests/populations/test_train.py)."""
     run = tmp_path / "run"
     shrink = ["--set", "rollout.matches=4", "--set", "rollout.max_new_tokens=16", "--set", "lora.r=4",
               "--set", "optim.micro_batch=4", "--set", "optim.epochs=1", "--set", "eval.every=0",
@@ -190,10 +191,8 @@ def test_smollm2_free_text_lora_run(tmp_path):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert (run / "checkpoints" / "iter_000001" / "state.pt").exists()
-    result = runner.invoke(app, ["train", "--resume", str(run), "--iterations", "2", "--quiet"])
-    assert result.exit_code == 0, result.output
-    its = [r for r in events(run) if r["kind"] == "iteration"]
-    assert [r["iteration"] for r in its] == [1, 2] and all(r["policy/grad_norm"] > 0 for r in its)
+    [it] = [r for r in events(run) if r["kind"] == "iteration"]
+    assert it["policy/grad_norm"] > 0
 
 
 @pytest.mark.slow
