@@ -10,7 +10,10 @@ matches a iteration (each run's samples are summed from its events and printed, 
 - ``fictitious``: against a uniformly drawn past snapshot; what counts is the uniform mixture of
   the snapshots (the average policy fictitious play converges in);
 - ``psro``: against the Nash meta-strategy of the snapshots' empirical payoff matrix; what counts
-  is that Nash mixture.
+  is that Nash mixture. Its oracle is one line of training, a snapshot every 5 iterations;
+- ``psro_oracles``: PSRO with fresh best-response oracles (``[population.oracle]``): each starts
+  from the initial weights with a fresh optimiser and trains against the meta-strategy for at
+  most 5 iterations, ending early once its win rate plateaus (2 iterations against the 2 before).
 
 Each population's mixture is analysed exactly (``kuhn/population_exploitability``: the mixture
 reach-weighted per information set); 0 is a Nash equilibrium, uniform play 0.458. The runs go
@@ -18,7 +21,7 @@ through ``coevo sweep`` (two at a time by default). Prints a table, then one JSO
 curve's final and best values and each answer's mean final value over the seeds, with its ratio
 to self-play's last iterate.
 
-    python benchmarks/population_emergence.py [--seeds 0 1] [--iterations 80] [--quick]
+    python benchmarks/population_emergence.py [--seeds 0 1] [--iterations 80] [--answers psro_oracles] [--quick]
 """
 
 from __future__ import annotations
@@ -35,9 +38,20 @@ from populations.config import load_run_config
 from populations.sweep import run_sweep
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-MATCHMAKERS = ("self_play", "fictitious", "psro")
-ANSWERS = (*MATCHMAKERS, "self_play_average")
-MATCHES = {"self_play": 1, "fictitious": 2, "psro": 2}  # training matches a iteration, as a multiple: equal learner samples
+ORACLES = {"population.oracle.start": "initial", "population.oracle.plateau": 2}
+RUNS = {  # each run's settings, and its training matches a iteration as a multiple of self-play's: equal learner samples
+    "self_play": ({"population.matchmaker": "self_play"}, 1),
+    "fictitious": ({"population.matchmaker": "fictitious"}, 2),
+    "psro": ({"population.matchmaker": "psro"}, 2),
+    "psro_oracles": ({"population.matchmaker": "psro", **ORACLES}, 2),
+}
+
+
+def answer_of(row) -> str:
+    """The run a results row is: PSRO's two kinds share the matchmaker."""
+    if row["population.matchmaker"] == "psro" and row.get("population.oracle.start") == "initial":
+        return "psro_oracles"
+    return row["population.matchmaker"]
 
 
 def curves(run_dir: Path) -> tuple[list[float], list[float], float]:
@@ -55,6 +69,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, help="iterations per run (default: the config's)")
     parser.add_argument("--parallel", type=int, default=2, help="runs at once")
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
+    parser.add_argument("--answers", nargs="+", choices=list(RUNS), default=list(RUNS), help="the runs (default: all)")
     parser.add_argument("--quick", action="store_true", help="3 iterations of 16 matches: a smoke test")
     args = parser.parse_args()
     changes = ["rollout.matches=16", "population.eval_matches=4", "population.snapshot_every=1"] if args.quick else []
@@ -63,8 +78,8 @@ def main() -> None:
         changes.append(f"iterations={iterations}")
     matches = load_run_config(EXAMPLES / "kuhn_population.toml", changes).rollout.matches  # self-play's; the listed runs set their own
     listed = [
-        {"population.matchmaker": name, "rollout.matches": matches * k, "rollout.concurrency": matches * k}
-        for name, k in MATCHES.items()
+        {**settings, "rollout.matches": matches * k, "rollout.concurrency": matches * k}
+        for settings, k in (RUNS[name] for name in args.answers)
     ]  # fmt: skip
     sweep = {
         "config": str(EXAMPLES / "kuhn_population.toml"), "parallel": args.parallel, "set": changes,
@@ -79,7 +94,7 @@ def main() -> None:
             raise SystemExit(f"runs failed:\n{table[table.status != 'done'][['run', 'status']].to_string()}")
         runs, samples = {}, {}
         for _, row in table.iterrows():
-            name, seed = row["population.matchmaker"], int(row.seed)
+            name, seed = answer_of(row), int(row.seed)
             population, average, samples[name, seed] = curves(Path(row.run_dir))
             runs[name, seed] = population
             if name == "self_play":
@@ -91,13 +106,15 @@ def main() -> None:
         trained = samples[name.removesuffix("_average"), seed]
         print(f"{name:<18}{seed:>5}{trained:>9.0f}{values[0]:>9.3f}{min(values):>9.3f}{values[-1]:>9.3f}")
         report["runs"][f"{name}/seed{seed}"] = {"first": values[0], "best": min(values), "final": values[-1], "samples": trained}
-    finals = {name: statistics.mean(runs[name, s][-1] for s in args.seeds) for name in ANSWERS}
+    answers = sorted({name for name, _ in runs}, key=[*RUNS, "self_play_average"].index)
+    finals = {name: statistics.mean(runs[name, s][-1] for s in args.seeds) for name in answers}
     report["final_mean"] = finals
-    report["ratio_vs_self_play"] = {name: finals[name] / finals["self_play"] for name in ANSWERS}
-    report["samples_vs_self_play"] = {
-        name: statistics.mean(samples[name, s] for s in args.seeds) / statistics.mean(samples["self_play", s] for s in args.seeds)
-        for name in MATCHMAKERS
-    }  # fmt: skip
+    if "self_play" in finals:
+        report["ratio_vs_self_play"] = {name: finals[name] / finals["self_play"] for name in answers}
+        report["samples_vs_self_play"] = {
+            name: statistics.mean(samples[name, s] for s in args.seeds) / statistics.mean(samples["self_play", s] for s in args.seeds)
+            for name in args.answers
+        }  # fmt: skip
     print(json.dumps(report))
 
 

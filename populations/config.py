@@ -32,6 +32,25 @@ MATCHMAKERS = ("self_play", "fictitious", "pfsp", "skill", "psro", "league")
 SAMPLING_HPARAMS = ("temperature", "top_p")  # a member's own sampling settings, which PBT may tune
 
 
+class OracleConfig(Strict):
+    """PSRO's best-response oracles (``matchmaker = "psro"``; Lanctot et al. 2017, OpenSpiel's
+    ``psro_v2``). An oracle is the learner's training against the meta-strategy; it ends after
+    ``snapshot_every`` iterations (its budget) or earlier once it plateaus, and joins the meta-game
+    as a snapshot."""
+
+    start: Literal["last", "initial"] = Field(
+        "last",
+        description="where each new oracle starts: 'last' continues from the oracle before (one line of training), "
+        "'initial' from the initial weights with a fresh optimiser (psro_v2's fresh best response)",
+    )
+    plateau: int = Field(
+        0, ge=0,
+        description="end an oracle once its mean win rate against its opponents over its last N iterations is no more "
+        "than plateau_tolerance above the N before; 0 = the budget alone",
+    )  # fmt: skip
+    plateau_tolerance: float = Field(0.02, ge=0, le=1, description="the rise in win rate that still counts as learning")
+
+
 class PopulationConfig(Strict):
     size: int = Field(
         1, ge=0, description="trainable members (the league sets its own from [population.league]); 0 = only opponents"
@@ -43,13 +62,16 @@ class PopulationConfig(Strict):
     meta_solver: Literal["uniform", "nash", "prd", "alpharank"] = Field(
         "nash", description="the meta-strategy over the population (PSRO's opponents, the reported mixture)"
     )
-    snapshot_every: int = Field(5, ge=1, description="freeze a snapshot of each trainable member every N iterations")
+    snapshot_every: int = Field(
+        5, ge=1, description="freeze a snapshot of each trainable member every N iterations (PSRO: an oracle's budget)"
+    )
     opponents: list[str] = Field([], description="fixed members: scripted players by name, never trained")
     eval_matches: int = Field(0, ge=0, description="matches per iteration the evaluation scheduler spends on uncertain pairs")
     elo_k: float = Field(32.0, gt=0, description="online Elo's K")
     payoff_decay: float = Field(1.0, gt=0, le=1, description="payoff counters decay before each update (AlphaStar: 0.99)")
     league: LeagueConfig = LeagueConfig()
     pbt: PBTConfig = PBTConfig()
+    oracle: OracleConfig = OracleConfig()
 
 
 ROLE_MATCHMAKERS = ("self_play", "fictitious", "pfsp")
@@ -240,6 +262,8 @@ class RunConfig(TrainConfig):
             return self
         if self.population.size == 0 and self.population.matchmaker != "league":
             raise ValueError("population.size: training needs at least one trainable member")
+        if self.population.oracle != OracleConfig() and self.population.matchmaker != "psro":
+            raise ValueError("population.oracle: best-response oracles are PSRO's; set population.matchmaker = 'psro'")
         ranges = self.population.pbt.ranges
         unknown = sorted(set(ranges) - set(type(self.optim).model_fields) - set(SAMPLING_HPARAMS))
         if unknown:

@@ -3,6 +3,10 @@
 - **snapshots** every ``snapshot_every`` iterations (or by the league's checkpoint rule): a
   member frozen as it is (``populations.snapshots``);
 - the league's **resets** (a main exploiter back to its initial weights, with a fresh optimiser);
+- PSRO's **oracles**: each learner's training against the meta-strategy ends after
+  ``snapshot_every`` iterations, or once its win rate plateaus (``[population.oracle]``), with a
+  snapshot that joins the meta-game; the next oracle continues, or starts again from the initial
+  weights;
 - **PBT**'s exploit and explore: a weak member continues from a strong one's snapshot, with its
   whole learner state and perturbed hyper-parameters.
 
@@ -22,9 +26,10 @@ from marl.learner import load_weights, trainable_weights
 from marl.members import PLAYER, Member
 from marl.roster import config_of, optim_settings
 from marl.rundir import write_atomic, write_text
-from populations.config import RunConfig
+from populations.config import PopulationConfig, RunConfig
 from populations.league import League
 from populations.pbt import Exploit, exploit_and_explore
+from populations.population import Member as PopulationMember
 from populations.population import Population
 from populations.snapshots import Snapshots, snapshot_recipe
 
@@ -54,7 +59,13 @@ class Evolution:
             for decision in pop.matchmaker.checkpoints(pop, rng):
                 self.snapshot(decision.member, iteration, "league checkpoint")
                 if decision.reset:
-                    self._reset(decision.member, iteration)
+                    self._reset(decision.member, iteration, "league reset to initial weights")
+        elif cfg.matchmaker == "psro":
+            for name in (n for n in learners if oracle_done(pop.members[n], iteration, cfg)):
+                self.snapshot(name, iteration, "oracle")
+                if cfg.oracle.start == "initial":
+                    self._reset(name, iteration, "a new oracle from the initial weights")
+                pop.members[name].oracle_began, pop.members[name].win_rates = iteration, []
         elif iteration % cfg.snapshot_every == 0:
             for name in learners:
                 self.snapshot(name, iteration, "snapshot")
@@ -63,8 +74,9 @@ class Evolution:
             for exploit in exploit_and_explore(fitness, {n: pop.members[n].hparams for n in learners}, cfg.pbt, rng):
                 self._exploit(exploit, iteration)
 
-    def _reset(self, name: str, iteration: int) -> None:
-        """Back to the initial weights (its @0 snapshot) with a fresh optimiser (a main exploiter's checkpoint)."""
+    def _reset(self, name: str, iteration: int, change: str) -> None:
+        """Back to the initial weights (its @0 snapshot) with a fresh optimiser (a main exploiter's
+        checkpoint, a fresh PSRO oracle)."""
         member = self.members[name]
         origin = self.population.snapshot_names(member=name)[0]
         origin_weights = self.snapshots.frozen[origin]
@@ -72,7 +84,7 @@ class Evolution:
         self.learners.reset(name, origin_weights, optim_settings(self.population.members[name].hparams))
         member.baselines.clear()
         member.version += 1
-        self.population.restart(name, origin, iteration, "league reset to initial weights")
+        self.population.restart(name, origin, iteration, change)
 
     def _exploit(self, exploit: Exploit, iteration: int) -> None:
         self.snapshot(exploit.member, iteration, "snapshot before pbt")
@@ -101,6 +113,18 @@ class Evolution:
         for name, member in self.members.items():
             if name in self.population.members and self.population.members[name].trainable:
                 member.retune(config_of(self.config, self.population.members[name].hparams))
+
+
+def oracle_done(member: PopulationMember, iteration: int, config: PopulationConfig) -> bool:
+    """Whether ``member``'s PSRO oracle ends after ``iteration``: its budget is spent, or over its
+    last ``plateau`` iterations its mean win rate rose by no more than the tolerance on the
+    ``plateau`` before (a best response that has stopped improving)."""
+    if iteration - member.oracle_began >= config.snapshot_every:
+        return True
+    window, rates = config.oracle.plateau, member.win_rates
+    if not window or len(rates) < 2 * window:
+        return False
+    return float(np.mean(rates[-window:])) <= float(np.mean(rates[-2 * window : -window])) + config.oracle.plateau_tolerance
 
 
 def write_population(run_dir: Path, state: dict, population) -> None:

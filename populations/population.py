@@ -13,6 +13,7 @@ and LLMs, cheap enough for hundreds of members, and fully checkpointable as JSON
 from __future__ import annotations
 
 import warnings
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -41,6 +42,8 @@ class Member:
     trainable: bool = True
     hparams: dict[str, float] = field(default_factory=dict)  # what PBT tunes: optim settings, temperature, top_p
     matches_since_snapshot: int = 0  # the league's checkpoint clock
+    oracle_began: int = 0  # PSRO: the iteration its current oracle began
+    win_rates: list[float] = field(default_factory=list)  # PSRO: its win rate against others, each iteration of this oracle
 
 
 @dataclass
@@ -233,6 +236,7 @@ class Population:
     def record(self, episodes: Iterable[Episode]) -> None:
         """Payoffs per seat pair, Elo and OpenSkill, and each member's match clock."""
         members, cells, returns = self.members, [], []
+        wins: dict[str, list[float]] = defaultdict(list)
         for ep in episodes:
             (seat_a, a), (seat_b, b) = ep.members.items()
             ret_a, ret_b = ep.rewards[seat_a], ep.rewards[seat_b]
@@ -244,7 +248,12 @@ class Population:
                 continue  # self-play says nothing about relative strength
             cells.append((a, b, seat_a, seat_b))
             returns += (ret_a, ret_b)
+            wins[a].append(_win(ret_a, ret_b))
+            wins[b].append(_win(ret_b, ret_a))
         record_results(cells, returns, self.payoffs, self.elo, self.skill)
+        for name, results in wins.items() if self.config.matchmaker == "psro" else ():
+            if name in members and members[name].trainable:
+                members[name].win_rates.append(float(np.mean(results)))
 
     def ratings(self) -> list[dict]:
         """One row per player: online Elo, batch Bradley–Terry Elo (order-independent), OpenSkill
@@ -289,15 +298,20 @@ def record_results(cells: list[tuple[str, str, str, str]], returns: list[float],
     """Matches as (a, b, seat_a, seat_b) cells with their returns (a's, b's, …) into the payoff
     table, and as results (a beat b: the higher return) into Elo and OpenSkill."""
     payoffs.record_many(cells, returns)
-    results = [(a, b, float(np.sign(ra - rb) / 2 + 0.5)) for (a, b, _, _), ra, rb in zip(cells, returns[::2], returns[1::2])]
+    results = [(a, b, _win(ra, rb)) for (a, b, _, _), ra, rb in zip(cells, returns[::2], returns[1::2])]
     elo.update_many(results)
     skill.update_many(results)
 
 
+def _win(mine: float, theirs: float) -> float:
+    """1 for the higher return, ½ for a draw."""
+    return float(np.sign(mine - theirs) / 2 + 0.5)
+
+
 def _record(item: Member | Snapshot) -> dict:
-    """A member or snapshot as a dict, its dicts (hparams, strategy) copied: ``dataclasses.asdict``
-    deep-copies recursively and took most of a 1,000-snapshot checkpoint's time."""
-    return {k: dict(v) if isinstance(v, dict) else v for k, v in vars(item).items()}
+    """A member or snapshot as a dict, its dicts (hparams, strategy) and lists copied:
+    ``dataclasses.asdict`` deep-copies recursively and took most of a 1,000-snapshot checkpoint's time."""
+    return {k: dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v for k, v in vars(item).items()}
 
 
 @dataclass(slots=True)

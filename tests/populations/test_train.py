@@ -21,6 +21,8 @@ from marl.hf import adapter_of
 from marl.learner import MAGNET, trainable_weights
 from marl.members import load_model
 from populations.config import load_run_config
+from populations.evolution import oracle_done
+from populations.population import Member as PopulationMember
 from marl.train import Trainer
 from tests.runs import comparable, events, train_killed_after
 
@@ -116,6 +118,44 @@ def test_lora_members_are_adapters_on_one_base_each_learning_only_its_own(tmp_pa
 
 
 @pytest.mark.slow
+def test_psro_oracles_start_from_the_initial_weights_and_end_when_they_plateau(tmp_path):
+    """Each oracle ends with a snapshot in the meta-game, at its budget or, with a plateau rule
+    that always holds (any win rate counts as no rise), after 2 iterations; the next oracle starts
+    from the initial weights with a fresh optimiser, and a killed run resumes exactly."""
+    overrides = [
+        *SHRINK, "iterations=4", "checkpoint_every=1", "population.matchmaker='psro'", "population.snapshot_every=3",
+        "population.oracle={start='initial', plateau=1, plateau_tolerance=1.0}",
+    ]  # fmt: skip
+    trainer = Trainer(load_run_config(EXAMPLES / "kuhn_population.toml", overrides), tmp_path / "whole")
+    trainer.run()
+    pop = trainer.population
+    assert list(pop.snapshots) == ["m0@0", "m0@2", "m0@4"]  # a plateau after 2 iterations, not the budget of 3
+    assert pop.members["m0"].oracle_began == 4 and pop.members["m0"].win_rates == []
+    assert set(pop.meta_strategy()) == {"m0@0", "m0@2", "m0@4"}
+    initial, first = (trainer.snapshots.frozen[s] for s in ("m0@0", "m0@2"))
+    now = trainable_weights(trainer.members["m0"].policy.model)
+    assert all(torch.equal(now[k], initial[k]) for k in initial), "the new oracle starts from the initial weights"
+    assert not all(torch.equal(first[k], initial[k]) for k in initial), "the oracle before it learned"
+    changes = nx.get_edge_attributes(pop.lineage.graph, "change")
+    assert sum("a new oracle from the initial weights" in c for c in changes.values()) == 2, changes
+    killed = tmp_path / "killed"
+    train_killed_after([str(EXAMPLES / "kuhn_population.toml"), *(a for o in overrides for a in ("--set", o))], killed, iteration=3)
+    assert runner.invoke(app, ["train", "--resume", str(killed), "--quiet"]).exit_code == 0
+    assert comparable(events(killed)) == comparable(events(tmp_path / "whole"))
+
+
+def test_an_oracle_ends_at_its_budget_or_on_a_plateau():
+    config = load_run_config(EXAMPLES / "kuhn_population.toml", [
+        "population.matchmaker='psro'", "population.snapshot_every=10", "population.oracle={plateau=2, plateau_tolerance=0.05}"
+    ])  # fmt: skip
+    member = PopulationMember("m0", "tiny", oracle_began=20)
+    assert not oracle_done(member, 29, config.population) and oracle_done(member, 30, config.population)
+    for rates, done in [([0.1, 0.2, 0.3], False), ([0.1, 0.2, 0.3, 0.4], False), ([0.4, 0.4, 0.42, 0.44], True), ([0.5, 0.5, 0.4, 0.4], True)]:
+        member.win_rates = rates
+        assert oracle_done(member, 25, config.population) is done, rates
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("weights", [[], ["--set", "lora.r=4"]], ids=["full", "lora"])
 def test_a_killed_population_run_resumes_exactly(tmp_path, weights):
     base = [
@@ -148,6 +188,7 @@ def test_a_killed_population_run_resumes_exactly(tmp_path, weights):
         ("population.opponents=['minimax']", "population.opponents"),
         ("population.league.main_agents=0", "population.league.main_agents"),
         ("advantage.estimator='malt'", "advantage.estimator"),  # task forge's credit: Kuhn has no attempts
+        ("population.oracle={start='initial'}", "population.oracle"),  # PSRO's: the example is fictitious play
     ],
 )
 def test_bad_population_settings_are_one_line_naming_the_field(override, field):
