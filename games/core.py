@@ -149,6 +149,7 @@ class Rules(ABC):
 
     info: GameInfo  # a class attribute, or set per match where options change it (Kuhn's rounds)
     moves: ClassVar[tuple[str, ...] | None] = None  # canonical finite move list; None = free text
+    runs_code: ClassVar[bool] = False  # a move may run a program in the sandbox: its step waits on a subprocess
     rules_text: str  # shown once at the top of every prompt
 
     @property
@@ -345,6 +346,10 @@ class TextGameEnv(TurnTakingEnv):
     @property
     def rules_text(self) -> str:
         return self.rules.rules_text
+
+    @property
+    def runs_code(self) -> bool:
+        return self.rules.runs_code
 
     @property
     def move_names(self) -> tuple[str, ...] | None:

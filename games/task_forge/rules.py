@@ -96,6 +96,7 @@ class Attempt:
 class TaskForge(Rules):
     info = GameInfo("task_forge", 1, SEATS, False, -2.0, 2.0, 64)
     moves = None
+    runs_code = True
     rules_text = RULES_TEXT
 
     def __init__(

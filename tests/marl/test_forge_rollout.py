@@ -53,3 +53,36 @@ def test_the_tiny_model_in_every_seat(tiny):
 @pytest.mark.slow
 def test_smollm2_in_every_seat(smollm2):
     check(play_everywhere(smollm2, tokens=32))
+
+
+def test_matches_that_run_code_step_at_once_and_play_as_they_would_in_turn(monkeypatch):
+    """Task forge's sandboxed programs run at once across matches (more than one in flight), and
+    the matches play exactly as they do one step after another."""
+    import threading
+
+    import marl.rollout
+    from games.task_forge.sandbox import Sandbox
+
+    seats = {s: SeatSpec(ScriptedPolicy(n, FORGE_PLAYERS[n]), s) for s, n in SCRIPTED.items()}
+    specs = [MatchSpec("task_forge", seed, seats, f"m{seed}", {"attempts": 2, "teacher": True}) for seed in range(8)]
+    lock, flight = threading.Lock(), {"now": 0, "peak": 0}
+    run = Sandbox.run
+
+    def counted(self, *args, **kwargs):
+        with lock:
+            flight["now"] += 1
+            flight["peak"] = max(flight["peak"], flight["now"])
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            with lock:
+                flight["now"] -= 1
+
+    monkeypatch.setattr(Sandbox, "run", counted)
+    at_once = RolloutEngine().play(specs)
+    assert flight["peak"] > 1
+    monkeypatch.setattr(marl.rollout, "STEP_THREADS", 1)
+    flight["peak"] = 0
+    in_turn = RolloutEngine().play(specs)
+    assert flight["peak"] == 1
+    assert at_once == in_turn
