@@ -422,15 +422,16 @@ def report(
 
 @app.command()
 def distill(
-    run_dir: Annotated[Path, typer.Argument(help="A self-play run of an OpenSpiel game in forced choice (coevo train printed it).")],
+    run_dir: Annotated[Path, typer.Argument(help="A run of an OpenSpiel game in forced choice (coevo train printed it).")],
     out: Annotated[Path, typer.Option(help="The folder the distilled model is saved in (a Hugging Face model folder).")],
     steps: Annotated[int, typer.Option(min=1, help="Optimiser steps.")] = 300,
     batch: Annotated[int, typer.Option(min=1, help="Information states a step (all of them, when the game has fewer).")] = 64,
     lr: Annotated[float, typer.Option(min=0, help="Adam's learning rate.")] = 3e-3,
 ) -> None:
-    """Distil the run's average policy (every policy its learner held, reach-weighted: what
-    converges when the last one cycles) into one model, as NFSP's average network; print the
-    exploitability of the average, the last policy and the distilled model as one JSON line."""
+    """Distil the run's answer into one model, as NFSP's average network: a self-play run's average
+    policy (every policy its learner held, reach-weighted: what converges when the last one
+    cycles), a population's meta-strategy mixture; print the exploitability of that target, the
+    learner's last policy and the distilled model as one JSON line."""
     from populations.distill import CannotDistill, distill_run
 
     if not is_run_dir(run_dir) or checkpoint_iteration(run_dir) is None:

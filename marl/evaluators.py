@@ -301,16 +301,22 @@ class OpenSpielExploitability:
             out[f"{self.name}/{prefix(name)}exploitability"] = self.analysis.exploitability(game, policy)
             average = self.averages.add(name, policy)
             out[f"{self.name}/{prefix(name)}average_exploitability"] = self.analysis.exploitability(game, average)
-        if trainer.population is None:
-            return out
+        mixed = None if trainer.population is None else self.mixture(trainer, policies)
+        if mixed is not None:
+            out[f"{self.name}/population_exploitability"] = self.analysis.exploitability(game, mixed)
+        return out
+
+    def mixture(self, trainer: Trainer, policies: dict[str, Any] | None = None) -> Any:
+        """The population's meta-strategy mixture as one OpenSpiel tabular policy, reach-weighted;
+        None when none of its players can be read. ``policies``: players already read."""
+        compact, policies = trainer.config.rollout.compact_prompts, dict(policies or {})
         mixture = {n: w for n, w in trainer.population.meta_strategy().items() if w > 0}
         players = trainer.players(set(mixture) - set(policies))
         policies.update({name: self.policy(player, compact) for name, player in players.items()})
         known = [n for n in mixture if policies.get(n) is not None]
-        if known:
-            mixed = self.analysis.mixture(game, [policies[n] for n in known], [mixture[n] for n in known])
-            out[f"{self.name}/population_exploitability"] = self.analysis.exploitability(game, mixed)
-        return out
+        if not known:
+            return None
+        return self.analysis.mixture(self.env.game, [policies[n] for n in known], [mixture[n] for n in known])
 
     def state_dict(self) -> dict:
         return self.averages.state_dict(lambda policy: policy.action_probability_array.tolist())

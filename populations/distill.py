@@ -137,12 +137,14 @@ class CannotDistill(ValueError):
 
 def distill_run(run_dir: Path, out: Path, *, steps: int = 300, batch: int = 64, lr: float = 3e-3,
                 progress: Callable[[int], None] | None = None) -> dict:  # fmt: skip
-    """Distil a finished (or checkpointed) self-play run's average policy into one model, saved
-    in ``out`` as a Hugging Face model folder (``model = "<out>"`` in a run config plays it).
+    """Distil a finished (or checkpointed) run's answer into one model, saved in ``out`` as a
+    Hugging Face model folder (``model = "<out>"`` in a run config plays it): a self-play run's
+    average policy, or a population's meta-strategy mixture (NFSP's average network; PSRO's
+    answer as one policy).
 
-    The student starts from the learner's last checkpointed weights: the last iterate is the
-    nearest model to the average. Returns what a user compares: the average's exploitability
-    (the target), the last iterate's, the distilled model's, and the KL curve.
+    The student starts from the (first) learner's last checkpointed weights: the nearest model to
+    the target it has. Returns what a user compares: the target's exploitability, the learner's
+    last policy's, the distilled model's, and the KL curve.
     """
     from marl.evaluators import OpenSpielExploitability, exact_exploitability
     from marl.train import Trainer
@@ -151,29 +153,33 @@ def distill_run(run_dir: Path, out: Path, *, steps: int = 300, batch: int = 64, 
     config = load_run_config(run_dir / "config.toml", ["pool.kind='local'"])
     if not any(g.startswith("openspiel/") and exact_exploitability(g) for g in config.games):  # the trainer measures it
         raise CannotDistill(f"{run_dir} plays {', '.join(config.games)}: distill needs a small two-player zero-sum OpenSpiel game")
-    if config.mode != "choose" or config.population is not None or config.lora.r:
-        raise CannotDistill(f"{run_dir}: distill takes a self-play run of one whole model in forced choice (mode = 'choose', "
-                            "no [population], lora.r = 0)")  # fmt: skip
+    if config.mode != "choose" or config.lora.r:
+        raise CannotDistill(f"{run_dir}: distill takes a run of whole models in forced choice (mode = 'choose', lora.r = 0)")
     trainer = Trainer(config, run_dir)
     trainer.load_checkpoint()
     measure = next(m for m in trainer.measures if isinstance(m, OpenSpielExploitability))
     name = next(iter(trainer.roster.specs))
     member, game = trainer.members[name], measure.env.game
-    if name not in measure.averages.policies:
+    if config.population is not None:
+        kind, target = "population mixture", measure.mixture(trainer)
+        if target is None:
+            raise CannotDistill(f"{run_dir}: no player of its meta-strategy is a model or random player that can be read")
+    elif name in measure.averages.policies:
+        kind, target = "average policy", measure.averages.policies[name][0]
+    else:
         raise CannotDistill(f"{run_dir}'s checkpoint holds no average policy (an older coevo wrote it); train the run again")
-    average = measure.averages.policies[name][0]
 
     def exploitability() -> float:
         return measure.analysis.exploitability(game, measure.policy(member, config.rollout.compact_prompts))
 
     last = exploitability()
     role = SeatRole(measure.game, config.rollout.compact_prompts)
-    curve = distill(member.policy, targets_from(measure.env, average), role, steps=steps, batch=batch, lr=lr,
+    curve = distill(member.policy, targets_from(measure.env, target), role, steps=steps, batch=batch, lr=lr,
                     temperature=member.temperature, progress=progress)  # fmt: skip
     member.policy.model.save_pretrained(out)
     member.policy.tokenizer.save_pretrained(out)
     return {
-        "run": str(run_dir), "iteration": trainer.iteration, "game": measure.game,
-        "average_exploitability": measure.analysis.exploitability(game, average), "last_exploitability": last,
+        "run": str(run_dir), "iteration": trainer.iteration, "game": measure.game, "target": kind,
+        "target_exploitability": measure.analysis.exploitability(game, target), "learner": name, "last_exploitability": last,
         "distilled_exploitability": exploitability(), "kl": curve, "out": str(out),
     }  # fmt: skip

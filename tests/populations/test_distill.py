@@ -56,10 +56,21 @@ def test_a_model_distilled_from_the_nash_equilibrium_is_nearly_unexploitable():
     assert before > 0.3 and exploitability() < 0.02, (before, exploitability())
 
 
-def test_coevo_distill_saves_a_model_that_plays_the_runs_average_policy(tmp_path):
-    """A 2-iteration self-play run of OpenSpiel's Kuhn, distilled: the KL to its average policy
-    falls, the printed exploitabilities are the run's and the saved model's own (loaded again
-    from the folder, as ``model = "<out>"`` would), and a bad run is one line, exit 2."""
+RUNS = {  # the run, and the metric its target's exploitability is logged as
+    "self-play": ([], "kuhn_poker/average_exploitability"),
+    "psro": (
+        ["population={matchmaker='psro', snapshot_every=1, eval_matches=4}", "rollout.concurrency=16"],
+        "kuhn_poker/population_exploitability",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", RUNS)
+def test_coevo_distill_saves_a_model_that_plays_the_runs_answer(tmp_path, kind):
+    """A 2-iteration run of OpenSpiel's Kuhn, distilled: self-play's average policy, or PSRO's
+    meta-strategy mixture. The KL to it falls, the printed exploitabilities are the run's and the
+    saved model's own (loaded again from the folder, as ``model = "<out>"`` would), and a bad run
+    is one line, exit 2."""
     from typer.testing import CliRunner
 
     from coevo.cli import app
@@ -68,15 +79,18 @@ def test_coevo_distill_saves_a_model_that_plays_the_runs_average_policy(tmp_path
 
     runner = CliRunner()
     run, out = tmp_path / "run", tmp_path / "distilled"
-    overrides = ["iterations=2", 'games:={"openspiel/kuhn_poker"=1.0}', 'eval.opponents=["random"]', "rollout.matches=16", "eval.every=0"]
+    extra, logged = RUNS[kind]
+    overrides = ["iterations=2", 'games:={"openspiel/kuhn_poker"=1.0}', 'eval.opponents=["random"]', "rollout.matches=16", "eval.every=0", *extra]
     args = ["train", str(EXAMPLES / "kuhn_tiny.toml"), "--run-dir", str(run), "--quiet", *(a for o in overrides for a in ("--set", o))]
     assert runner.invoke(app, args).exit_code == 0
     result = runner.invoke(app, ["distill", str(run), "--out", str(out), "--steps", "20"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output.strip().splitlines()[-1])
     last = [r for r in events(run) if r["kind"] == "iteration"][-1]
-    assert report["iteration"] == 2 and report["average_exploitability"] == pytest.approx(last["kuhn_poker/average_exploitability"])
-    assert report["last_exploitability"] == pytest.approx(last["kuhn_poker/exploitability"], abs=1e-6)
+    name = report["learner"]
+    prefix = "" if kind == "self-play" else f"{name}/"
+    assert report["iteration"] == 2 and report["target_exploitability"] == pytest.approx(last[logged], abs=1e-9)
+    assert report["last_exploitability"] == pytest.approx(last[f"kuhn_poker/{prefix}exploitability"], abs=1e-6)
     assert len(report["kl"]) == 11 and report["kl"][-1] < report["kl"][0]
     measure, env = OpenSpielExploitability(KUHN), games.make(KUHN)
     saved = SimpleNamespace(policy=load_hf(str(out)), temperature=1.0, adapter=None, scripted=None)
