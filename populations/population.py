@@ -234,7 +234,8 @@ class Population:
     # ---- results -------------------------------------------------------------------------------
 
     def record(self, episodes: Iterable[Episode]) -> None:
-        """Payoffs per seat pair, Elo and OpenSkill, and each member's match clock."""
+        """Payoffs per seat pair, Elo and OpenSkill, each member's match clock and, under PSRO, each
+        learner's win rate this iteration (its oracle's plateau rule)."""
         members, cells, returns = self.members, [], []
         wins: dict[str, list[float]] = defaultdict(list)
         for ep in episodes:
