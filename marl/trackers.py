@@ -22,8 +22,10 @@ iteration as it ends. What each holds of iterations after ``c`` (played before t
 played again now) is the library's to settle:
 
 - TensorBoard drops everything after ``c`` (its own ``purge_step``), so it gets the replay.
-- MLflow cannot delete a point, so it keeps what it holds: its last iteration is a run tag
-  written in the same transaction as that iteration's metrics, and later ones are sent. The replay
+- MLflow cannot delete a point, so it keeps what it holds: its last iteration is a metric of its
+  own, in the same ``log_batch`` as that iteration's metrics (one transaction: a tag is not, as
+  MLflow commits a batch's tags after its metrics, and a kill between them once logged an
+  iteration twice), and later ones are sent. The replay
   reproduces every value (``marl.train``) but the wall-clock ``perf/*`` timings.
 - W&B's writer buffers, and a killed process loses what it buffered; so an offline run is
   written again whole on resume (the killed process's files replaced), and an online run is sent
@@ -50,7 +52,7 @@ TRACKERS = ("tensorboard", "wandb", "mlflow")  # each the name of its package an
 STATE_FILE = "trackers.json"
 PROJECT = "coevo"  # W&B project and MLflow experiment, unless the environment names another
 MLFLOW_BATCH = 1000  # MLflow's limit on metrics per log_batch (and 100 on params)
-MLFLOW_MARK = "coevo.logged_iteration"
+MLFLOW_MARK = "coevo.logged_iteration"  # a metric: the last iteration MLflow holds
 
 
 def scalars(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
@@ -169,7 +171,7 @@ class MLflow:
             state = {"id": self._new_run(run_dir)}
             self._params(state["id"], config)
         self.state, self.id = state, state["id"]
-        self.logged = int(self.client.get_run(self.id).data.tags.get(MLFLOW_MARK, 0))
+        self.logged = int(self.client.get_run(self.id).data.metrics.get(MLFLOW_MARK, 0))
 
     def _new_run(self, run_dir: Path) -> str:
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME", PROJECT)
@@ -186,14 +188,13 @@ class MLflow:
             self.client.log_batch(run_id, params=params[start : start + 100])
 
     def log(self, iteration: int, metrics: dict[str, float], transcripts: list[str]) -> None:
-        from mlflow.entities import Metric, RunTag
+        from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         points = [Metric(_mlflow_key(k), v, now, iteration) for k, v in metrics.items()]
-        for start in range(0, max(len(points), 1), MLFLOW_BATCH):
-            last = start + MLFLOW_BATCH >= len(points)  # the mark commits with the iteration's last metrics
-            tags = [RunTag(MLFLOW_MARK, str(iteration))] if last else []
-            self.client.log_batch(self.id, metrics=points[start : start + MLFLOW_BATCH], tags=tags)
+        points.append(Metric(MLFLOW_MARK, iteration, now, iteration))  # last: it commits with the iteration's last batch
+        for start in range(0, len(points), MLFLOW_BATCH):
+            self.client.log_batch(self.id, metrics=points[start : start + MLFLOW_BATCH])
         if transcripts:
             self.client.log_text(self.id, "\n\n".join(transcripts), f"transcripts/iter_{iteration:06d}.txt")
         self.logged = iteration
