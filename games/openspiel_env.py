@@ -21,6 +21,7 @@ instead of forfeiting, and pays only the last node's rewards after a run of chan
   is often a list of action ids, unreadable as a board) and the ``information_state_string``
   otherwise (what a player with perfect recall knows), so it is always a function of the seat's
   information state: ``games.openspiel_analysis`` prompts every information state this way.
+  Two-player Kuhn and Leduc poker show theirs in words, cards last (``kuhn_view``, ``leduc_view``).
 - **Moves** are OpenSpiel's ``action_to_string`` in the form our parser compares text in
   (:func:`games.core.bare`: case folded; brackets and colons made spaces, so ``x(0,2)`` is
   ``x 0,2`` and ``[P0]Bid: 1`` is ``p0 bid 1``). Names can depend on the seat and the state, so
@@ -34,9 +35,10 @@ instead of forfeiting, and pays only the last node's rewards after a run of chan
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gymnasium
@@ -51,10 +53,11 @@ if TYPE_CHECKING:
 # OpenSpiel's state strings, which are terse. Other games get the generic line only.
 RULES: dict[str, str] = {
     "kuhn_poker": (
-        "The deck is J, Q, K (OpenSpiel writes them 0, 1, 2). Each player antes 1 chip and gets one"
+        "The deck is J, Q, K (with more players, ranks 0 to N). Each player antes 1 chip and gets one"
         " private card. Players take turns to pass or bet 1 chip; facing a bet, pass folds (the"
         " bettor takes the pot) and bet calls. Two passes or a call end the hand: the higher card"
-        " takes the pot. Your state is your card, then the moves so far (p = pass, b = bet)."
+        " takes the pot. With more than two players OpenSpiel's state is your card's rank, then the"
+        " moves so far (p = pass, b = bet)."
     ),
     "leduc_poker": (
         "Six cards, two each of J, Q, K. Each player antes 1 chip and gets one private card; a"
@@ -101,6 +104,16 @@ RULES: dict[str, str] = {
 }
 
 
+def kuhn_view(info_state: str, player: int) -> str:
+    """Two-player Kuhn's information state in words: OpenSpiel writes ``2pb`` (the card's rank, then
+    p and b for pass and bet), card first. Here the moves read as "you" and "opponent" (player 0
+    opens) and the card comes last, where a small model trained from scratch decides on it: with
+    OpenSpiel's order the tiny model settled at card-blind play (exploitability 1/3)."""
+    who = ["you", "opponent"] if player == 0 else ["opponent", "you"]
+    said = [f"{who[i % 2]} {KUHN_MOVES[m]}" for i, m in enumerate(info_state[1:])]
+    return f"Moves so far: {', '.join(said) or 'none yet'}.\nYour card: {KUHN_RANKS[int(info_state[0])]}"
+
+
 def leduc_view(info_state: str, player: int, first: int) -> str:
     """Leduc's information state in words, for the default two-player deck.
 
@@ -122,8 +135,20 @@ def leduc_view(info_state: str, player: int, first: int) -> str:
     return "\n".join(lines)
 
 
+KUHN_MOVES = {"p": "pass", "b": "bet"}
+KUHN_RANKS = "JQK"  # the two-player deck's card ids
 LEDUC_MOVES = ("fold", "call", "raise")  # OpenSpiel's action ids
 LEDUC_RANKS = "JQK"  # card id // 2 in the two-player deck
+
+
+def _words_view(short_name: str, params: dict) -> Callable[[str, int], str] | None:
+    """The information state in words, for the games that have it (two-player Kuhn and Leduc)."""
+    if short_name == "kuhn_poker" and params["players"] == 2:
+        return kuhn_view
+    two_player_deck = [params.get(k) for k in ("players", "suit_isomorphism", "action_mapping")] == [2, False, False]
+    if short_name == "leduc_poker" and two_player_deck:
+        return functools.partial(leduc_view, first=params["starting_player"])
+    return None
 
 
 SIMULTANEOUS_NOTE = (
@@ -224,8 +249,7 @@ class OpenSpielEnv(TurnTakingEnv):
             not kind.provides_information_state_string
         )
         params = base.get_parameters()
-        two_player_deck = [params.get(k) for k in ("players", "suit_isomorphism", "action_mapping")] == [2, False, False]
-        self._leduc_first = params["starting_player"] if kind.short_name == "leduc_poker" and two_player_deck else None
+        self._view = _words_view(kind.short_name, params)
         rules = [f"You are playing {kind.long_name} (OpenSpiel {base}) with {self.game.num_players()} players."]
         rules += [RULES[kind.short_name]] if kind.short_name in RULES else []
         rules += [SIMULTANEOUS_NOTE] if kind.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS else []
@@ -275,8 +299,8 @@ class OpenSpielEnv(TurnTakingEnv):
         else:
             status = f"Waiting for player_{state.current_player()} to move."
         head = f"{self.rules_text}\n\nYou are player_{player}. Your view of the game"
-        if self._leduc_first is not None:
-            view, head = leduc_view(state.information_state_string(player), player, self._leduc_first), f"{head}:\n"
+        if self._view is not None:
+            view, head = self._view(state.information_state_string(player), player), f"{head}:\n"
         elif self._view_is_observation:
             view, head = state.observation_string(player), f"{head}, as OpenSpiel writes it:\n"
         else:

@@ -161,11 +161,17 @@ def test_chance_and_rewards_run_inside_the_env():
 def test_the_prompt_is_rules_view_and_moves():
     env = games.make("openspiel/kuhn_poker")
     env.reset(seed=0)
-    card = env.state.information_state_string(0)
+    card = "JQK"[int(env.state.information_state_string(0))]
     first, second = env.observe("player_0")["prompt"], env.observe("player_1")["prompt"]
-    assert first.startswith(env.rules_text + "\n\n") and "J, Q, K (OpenSpiel writes them 0, 1, 2)" in first
-    assert first.splitlines()[-2:] == [card, f"{LEGAL_MOVES} pass, bet"]
+    assert first.startswith(env.rules_text + "\n\n") and "The deck is J, Q, K" in first
+    assert first.splitlines()[-3:] == ["Moves so far: none yet.", f"Your card: {card}", f"{LEGAL_MOVES} pass, bet"]
     assert second.splitlines()[-1] == "Waiting for player_0 to move."
+    env.step(env.action_of("pass"))
+    env.step(env.action_of("bet"))  # Kuhn in words: the moves by who made them, the card last
+    assert env.observe("player_0")["prompt"].splitlines()[-3:-1] == ["Moves so far: you pass, opponent bet.", f"Your card: {card}"]
+    three = games.make("openspiel/kuhn_poker(players=3)")
+    three.reset(seed=0)  # no words for a bigger deck: OpenSpiel's own string
+    assert three.observe("player_0")["prompt"].splitlines()[-2] == three.state.information_state_string(0)
     tic = games.make("openspiel/tic_tac_toe")
     tic.reset(seed=0)
     tic.step(tic.action_of("x 0,0"))
