@@ -44,7 +44,7 @@ def train(seed: int, iterations: int | None, overrides: list[str]) -> dict:
 
 
 def main() -> None:
-    seeds, iterations, overrides = learning_arguments(__doc__)
+    seeds, iterations, overrides, _ = learning_arguments(__doc__)
     runs = [train(seed, iterations, overrides) for seed in seeds]
     report: dict = {"benchmark": "learning_leduc", "seeds": seeds, "iterations": len(runs[0]["curve"])}
     for key in ("initial", "best", "final", "average", "average_best", "last5", "final_over_initial", "seconds"):

@@ -77,6 +77,20 @@ def test_learning_leduc_reports_exploitability_against_the_untrained_policy():
     assert len(average) == 2 and report["average"]["mean"] == average[-1] and report["average_best"]["mean"] == min(average)
 
 
+def test_learning_rae_reports_every_estimator_on_the_same_start():
+    stdout = run_benchmark("learning_rae.py", "--quick", "--games", "tictactoe")
+    game = json.loads(stdout.strip().splitlines()[-1])["tictactoe"]
+    assert game["headline"] == "win_vs_random" and game["higher_is_better"]
+    for estimator in ("rae", "reinforce", "batch_mean"):
+        row = game[estimator]
+        assert [len(curve) for curve in row["curves"]["not_lost_vs_minimax"]] == [1]  # iteration 2 of 2
+        assert 0 <= row["win_vs_random"]["final"]["mean"] <= 1
+        # the same seed deals the same first matches whatever the estimator: the seats' start is shared
+        assert row["player_0_return_first_iteration"] == game["rae"]["player_0_return_first_iteration"]
+    ratio = game["batch_mean"]["win_vs_random"]["final"]["mean"] / game["rae"]["win_vs_random"]["final"]["mean"]
+    assert game["final_ratio_batch_mean_over_rae"] == pytest.approx(ratio)
+
+
 def test_pool_overhead_reports_the_ratio_and_break_even():
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / "pool_overhead.py"), "--quick"], capture_output=True, text=True, check=True
