@@ -107,8 +107,9 @@ RULES: dict[str, str] = {
 def kuhn_view(info_state: str, player: int) -> str:
     """Two-player Kuhn's information state in words: OpenSpiel writes ``2pb`` (the card's rank, then
     p and b for pass and bet), card first. Here the moves read as "you" and "opponent" (player 0
-    opens) and the card comes last, where a small model trained from scratch decides on it: with
-    OpenSpiel's order the tiny model settled at card-blind play (exploitability 1/3)."""
+    opens) and the card comes last, as in our ``kuhn_poker``'s compact prompt. (The tiny model still
+    learns OpenSpiel's Kuhn far less well than ours: 0.29-0.32 after 30 iterations of
+    ``examples/kuhn_tiny.toml``'s recipe against 0.12; the card's place is not the difference.)"""
     who = ["you", "opponent"] if player == 0 else ["opponent", "you"]
     said = [f"{who[i % 2]} {KUHN_MOVES[m]}" for i, m in enumerate(info_state[1:])]
     return f"Moves so far: {', '.join(said) or 'none yet'}.\nYour card: {KUHN_RANKS[int(info_state[0])]}"
