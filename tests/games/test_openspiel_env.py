@@ -168,7 +168,8 @@ def test_the_prompt_is_rules_view_and_moves():
     assert second.splitlines()[-1] == "Waiting for player_0 to move."
     env.step(env.action_of("pass"))
     env.step(env.action_of("bet"))  # Kuhn in words: the moves by who made them, the card last
-    assert env.observe("player_0")["prompt"].splitlines()[-3:-1] == ["Moves so far: you pass, opponent bet.", f"Your card: {card}"]
+    said = env.observe("player_0")["prompt"].splitlines()[-3:-1]
+    assert said == ["Moves so far: you pass, opponent bet.", f"Your card: {card}"]
     three = games.make("openspiel/kuhn_poker(players=3)")
     three.reset(seed=0)  # no words for a bigger deck: OpenSpiel's own string
     assert three.observe("player_0")["prompt"].splitlines()[-2] == three.state.information_state_string(0)
