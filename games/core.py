@@ -141,6 +141,12 @@ def forfeit(seats: int, offender: int, illegal_reward: float, zero_sum: bool) ->
     return [illegal_reward if s == offender else others for s in range(seats)]
 
 
+def choosable(env: AECEnv, seat: str) -> bool:
+    """Whether forced choice can play ``seat`` of any of our envs: a game with a move list, or free
+    text whose rules offer the seat options (task forge's verdicts, its multiple choice)."""
+    return env.move_names is not None or (hasattr(env, "choosable") and env.choosable(seat))
+
+
 class Rules(ABC):
     """The pure rules of one match: subclass it, then serve it with :class:`TextGameEnv`.
 
@@ -182,6 +188,11 @@ class Rules(ABC):
         """What happened in the match beyond the rewards, for reward shaping and analysis (games
         whose roles are rewarded by more than who won report it; the others have none)."""
         return None
+
+    def choosable(self, seat: int) -> bool:
+        """Whether ``seat``'s legal moves are all it may play, so forced choice can score them:
+        always in a game with a move list; a free-text game may offer options to some seats."""
+        return self.moves is not None
 
     def turn_tag(self) -> str:
         """Which step of the game the coming move is (task forge: ``attempt:2``), so a trainer can
@@ -355,6 +366,10 @@ class TextGameEnv(TurnTakingEnv):
     def move_names(self) -> tuple[str, ...] | None:
         """The canonical move list; ``Discrete`` action i is ``move_names[i]``."""
         return self.rules_cls.moves
+
+    def choosable(self, agent: str) -> bool:
+        """Whether forced choice can play ``agent`` (:meth:`Rules.choosable`)."""
+        return self.rules.choosable(self._seat_of[agent])
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:
         self._seed(seed)

@@ -17,7 +17,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import games
-from games.core import ACTION_MAX_CHARS
+from games.core import ACTION_MAX_CHARS, choosable
 from marl.device import resolve_device
 from marl.estimators import ESTIMATORS, OUTCOME_ESTIMATORS
 from marl.learner import OptimConfig
@@ -243,7 +243,8 @@ class TrainConfig(Strict):
     @model_validator(mode="after")
     def _choose_needs_move_lists(self) -> TrainConfig:
         if self.mode == "choose":
-            free = [g for g in self.games if g.startswith("graph/") or games.make(g).move_names is None]
+            envs = {g: games.make(g) for g in self.games if not g.startswith("graph/")}
+            free = [g for g in self.games if g not in envs or not any(choosable(envs[g], s) for s in envs[g].possible_agents)]
             if free:
                 raise ValueError(f"mode = 'choose' needs games with a move list; {free} take free text (use mode = 'generate')")
         return self

@@ -215,7 +215,7 @@ class Heldout:
         seats = {role: trainer.members[name].seat for role, name in planner.seats(0).items()} | {"executor": executor.seat}
         specs = [
             MatchSpec(planner.game, derive_seed(trainer.config.seed, iteration, EVAL_SEEDS + i), seats, f"eval{iteration}-{i}",
-                      {**planner.game_kwargs, "task": (t.statement, t.program)})
+                      {**planner.game_kwargs, "task": (t.statement, t.program, t.label)})
             for i, t in enumerate(self.tasks)
         ]  # fmt: skip
         p_hats = [ep.outcome["p_hat"] for ep in trainer.engine.play(specs)]

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 import games
-from games.core import ACTION_MAX_CHARS
+from games.core import ACTION_MAX_CHARS, choosable
 from games.play import derive_seed
 from marl.episode import Episode, Turn
 from marl.policy import Policy, Request, Response, Sampling, choice_logprobs
@@ -107,8 +107,8 @@ class _Live:
         if missing:
             raise ValueError(f"{spec.game} needs players for seats {sorted(missing)}; got {sorted(spec.seats)}")
         for seat, who in spec.seats.items():
-            if who.mode == "choose" and self.env.move_names is None:
-                raise ValueError(f"{seat}: forced choice needs a game with a move list; {spec.game} takes free text")
+            if who.mode == "choose" and not choosable(self.env, seat):
+                raise ValueError(f"{seat}: forced choice needs a game with a move list; {spec.game} takes free text from it")
         self.rng = np.random.default_rng(spec.seed)
         self.returns = dict.fromkeys(self.env.possible_agents, 0.0)
         self.turns: list[Turn] = []

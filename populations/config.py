@@ -128,6 +128,13 @@ class ForgeConfig(Strict):
     seed_tasks: bool = Field(
         False, description="play a task-family task when the proposer's is invalid, so the other roles still learn"
     )
+    choices: int = Field(
+        0,
+        ge=0,
+        description="multiple choice: the executor picks its answer among this many options (the reference and answers "
+        "of other tasks of its family), so forced choice (mode = 'choose') can play it; needs tool_calls = 0 and a "
+        "scripted proposer; 0 = free answers",
+    )
     sandbox: Literal["bwrap", "rlimit"] = Field(
         "bwrap",
         description="where model-written code runs: bwrap (bubblewrap, the security boundary; `make system-deps` "
@@ -251,6 +258,26 @@ class RunConfig(TrainConfig):
                 raise ValueError(f"roles.{role}.estimator: adpo is the executor's (it scales by the task's p̂)")
             if (seat.kickstart or seat.kickstart_final) and (role != "executor" or "teacher" not in self.roles or self.roles["teacher"].scripted):
                 raise ValueError(f"roles.{role}.kickstart: kickstarting distils a teacher model into the executor; seat a model teacher")
+        self._choices_fit()
+
+    def _choices_fit(self) -> None:
+        """Multiple choice and forced choice: who can pick among options, and where the options come from."""
+        forge = self.forge
+        if forge.choices and forge.tool_calls:
+            raise ValueError("forge.choices: multiple choice leaves no turn for Python; set [forge] tool_calls = 0")
+        if forge.choices == 1:
+            raise ValueError("forge.choices: 0 (free answers) or at least 2 options")
+        if forge.choices and self.roles["proposer"].scripted is None and not forge.seed_tasks:
+            raise ValueError(
+                "forge.choices: the options come from the task's family, which only a scripted proposer's tasks name; "
+                "seat one, or set [forge] seed_tasks = true"
+            )
+        if self.mode != "choose":
+            return
+        ways = {"executor": "set [forge] choices to offer it options", "proposer": "it writes tasks", "teacher": "it writes hints"}
+        for role, seat in self.roles.items():
+            if seat.scripted is None and role in ways and (role != "executor" or not forge.choices):
+                raise ValueError(f"roles.{role}: mode = 'choose' cannot play this model ({ways[role]}); seat a scripted player or use mode = 'generate'")
 
     @property
     def reward_config(self) -> RewardConfig:

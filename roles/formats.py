@@ -34,6 +34,11 @@ INSTRUCTIONS = {
     "retry": "Try again, using the hint. To run Python, reply with one ```python block. "
     "To answer, end with \\boxed{ANSWER}.",
 }
+CHOICE_INSTRUCTIONS = {  # the executor's phases under multiple choice: its legal moves are the options
+    "attempt": "Solve the task, then choose the right answer among the options.",
+    "revise": "Consider the verdict. Choose your final answer among the options (it may be the same).",
+    "retry": "Try again, using the hint: choose the right answer among the options.",
+}
 MOVE_FORMS = {  # what a turn may contain, shown as the legal "moves" of a free-text game
     "propose": ["```python CODE```", "<task>TASK</task> <program>CODE</program>"],
     "attempt": ["```python CODE```", "\\boxed{ANSWER}"],

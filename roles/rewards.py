@@ -335,5 +335,5 @@ def game_kwargs(config) -> dict:
         "attempts": forge.attempts, "tool_calls": forge.tool_calls, "proposer_tool_calls": forge.proposer_tool_calls,
         "teacher": "teacher" in config.roles, "limits": Limits(cpu_seconds=forge.cpu_seconds, wall_seconds=forge.wall_seconds),
         "reward_fn": partial(forge_rewards, config=config.reward_config), "seed_tasks": forge.seed_tasks,
-        "sandbox": forge.sandbox,
+        "sandbox": forge.sandbox, "choices": forge.choices,
     }  # fmt: skip

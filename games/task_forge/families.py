@@ -36,6 +36,7 @@ True
 
 Version history (held-out sets are only comparable within one version):
 * v1: first version.
+* v1 still: :func:`distractors` (multiple choice) draws from a task's own family; tasks are unchanged.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ import numpy as np
 AGENT0_BAND = (0.3, 0.8)  # p̂ of the tasks an executor learns from (Agent0): hard enough to teach, solvable
 KNOBS = 2  # (size, complexity), each in [0, 1]
 MAX_ANSWER_CHARS = 60  # short enough to read, compare and print on one line
+DISTRACTOR_DRAWS = 20  # sibling tasks drawn per wrong option wanted, at most (see distractors)
 
 ARITHMETIC_TERMS = (2, 8)  # integer literals in the expression (the size knob)
 ARITHMETIC_MAX_VALUE = 10**6  # a product that would pass this in magnitude becomes a sum instead
@@ -77,6 +79,11 @@ class Task:
     statement: str  # self-contained English; its last sentence says in what form to answer
     program: str  # stdlib-only Python source that prints `answer` and nothing else
     answer: str  # exactly what `program` prints, stripped
+
+    @property
+    def label(self) -> dict[str, str]:
+        """Its family and knobs as a scripted proposer tags a task (``<task family=… size=… complexity=…>``)."""
+        return {"family": self.family, "size": f"{self.knobs[0]:.4f}", "complexity": f"{self.knobs[1]:.4f}"}
 
     @property
     def difficulty(self) -> float:
@@ -588,6 +595,25 @@ def generate(family: str, knobs: Sequence[float], rng: np.random.Generator) -> T
     size, complexity = _check_knobs(knobs)
     statement, program, answer = make(size, complexity, rng)
     return Task(family, (size, complexity), statement, program, answer)
+
+
+def distractors(task: Task, n: int, rng: np.random.Generator) -> list[str]:
+    """Up to ``n`` wrong answers for a multiple-choice version of ``task``: the answers of other
+    tasks of its family at its knobs, each different from the answer and from one another (after
+    normalisation). Every option is then the right answer to some task of this kind, so an
+    executor does better than chance only by reading the task (its last sentence says the
+    answer's form, which rules out options of another form; the rest takes solving). A family
+    with few answers at these knobs may give fewer (at most ``DISTRACTOR_DRAWS`` tasks per option
+    are drawn)."""
+    seen, found = {normalize_answer(task.answer)}, []
+    for _ in range(DISTRACTOR_DRAWS * n):
+        if len(found) == n:
+            break
+        answer = generate(task.family, task.knobs, rng).answer
+        if normalize_answer(answer) not in seen:
+            seen.add(normalize_answer(answer))
+            found.append(answer)
+    return found
 
 
 def _van_der_corput(i: int) -> float:

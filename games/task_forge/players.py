@@ -96,10 +96,8 @@ class CurriculumProposer(RolePlayer):
     def play(self, rules, rng: np.random.Generator) -> str:
         family, knobs = self.curriculum.propose(rng)
         task = generate(family, knobs, rng)
-        return (
-            f'<task family="{family}" size="{knobs[0]:.4f}" complexity="{knobs[1]:.4f}">{task.statement}</task>\n'
-            f"<program>\n{task.program}\n</program>"
-        )
+        attributes = " ".join(f'{k}="{v}"' for k, v in task.label.items())
+        return f"<task {attributes}>{task.statement}</task>\n<program>\n{task.program}\n</program>"
 
     def learn(self, outcomes: list[dict]) -> None:
         """The executor's success rate p̂ on each valid task is the teacher's reward signal."""

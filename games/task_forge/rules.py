@@ -29,6 +29,9 @@ One match is one task:
    - **hint** and **retry** — with a teacher seated, when the final answer is wrong: the teacher
      (who sees the reference answer) writes a hint that must not contain the answer, and the
      executor tries once more with it, tools allowed.
+   With ``choices=N`` the executor picks each answer among N options instead of writing it (no
+   Python runs): the reference and N − 1 answers of other tasks of its family, so forced choice
+   can play the seat.
 3. The match ends; the outcome holds every answer, verdict, switch and hint, and p̂, the share of
    attempts right before any critique (the executor's own success rate).
 
@@ -37,6 +40,7 @@ Code written by players runs only in :mod:`games.task_forge.sandbox`, never in t
 Version history:
 * v1: first version.
 * v2: ``seed_tasks``: a seed task is played when the proposer's is invalid.
+* v2 still: ``choices``: multiple choice, off by default (matches without it are unchanged).
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ import numpy as np
 
 from games.core import GameInfo, Parsed, Rules
 from games.task_forge.sandbox import Limits, Sandbox, SandboxUnavailable
-from games.task_forge.families import FAMILIES, answers_match, generate, normalize_answer
-from roles.formats import INSTRUCTIONS, MOVE_FORMS, python_block, read_answer, read_submission, read_verdict
+from games.task_forge.families import FAMILIES, Task, answers_match, distractors, generate, normalize_answer
+from roles.formats import CHOICE_INSTRUCTIONS, INSTRUCTIONS, MOVE_FORMS, python_block, read_answer, read_submission, read_verdict
 
 SEATS = ("proposer", "executor", "verifier")
 TEACHER = "teacher"
@@ -68,6 +72,7 @@ critique); the executor may then revise its answer; a teacher may give a hint af
 Python runs in a sandbox: standard library only, no files or network, a few seconds at most.""".split())
 
 MOVER = {"propose": 0, "attempt": 1, "judge": 2, "revise": 1, "hint": 3, "retry": 1}  # seat index per phase
+ANSWERING = ("attempt", "revise", "retry")  # the executor's phases: with choices, it picks an option
 
 def _shown(answer: str | None) -> str:
     return "(no answer)" if answer is None else answer
@@ -108,22 +113,34 @@ class TaskForge(Rules):
         teacher: bool = False,
         limits: Limits | None = None,
         reward_fn: Callable[[dict], dict[str, dict[str, float]]] | None = None,
-        task: tuple[str, str] | None = None,
+        task: tuple[str, str] | tuple[str, str, dict[str, str]] | None = None,
         seed_tasks: bool = False,
         sandbox: Literal["bwrap", "rlimit"] = "bwrap",
+        choices: int = 0,
     ):
         """``task``: a given (statement, program) instead of a proposer's, for held-out evaluation:
-        the match starts at the first attempt. ``seed_tasks``: when the proposer's task is invalid,
+        the match starts at the first attempt; a third item labels it like a scripted proposer's
+        tag (``{"family": …, "size": …, "complexity": …}``). ``seed_tasks``: when the proposer's task is invalid,
         play one drawn uniformly from the task families instead of ending the match. ``reward_fn``
         shapes the outcome into each seat's reward components (``roles.rewards.forge_rewards``);
         without it every reward is 0. ``sandbox``: where players' code runs (:mod:`games.task_forge.sandbox`);
-        ``"rlimit"`` opts into the fallback for machines without bubblewrap, which is no boundary."""
+        ``"rlimit"`` opts into the fallback for machines without bubblewrap, which is no boundary.
+        ``choices``: multiple choice: the executor answers by picking one of this many options, the
+        reference among wrong answers of the task's family (:func:`~games.task_forge.families.distractors`),
+        so forced choice can play it (a model too small to write an answer still gets a signal);
+        the task must name its family (a scripted proposer's, a seed or a held-out task)."""
         if attempts < 1 or tool_calls < 0 or proposer_tool_calls < 0:
             raise ValueError(f"need attempts >= 1 and tool calls >= 0, got {attempts=}, {tool_calls=}, {proposer_tool_calls=}")
+        if choices == 1 or choices < 0:
+            raise ValueError(f"choices is 0 (free answers) or at least 2 options, got {choices}")
+        if choices and tool_calls:
+            raise ValueError(f"multiple choice (choices = {choices}) leaves no turn for Python: set tool_calls = 0")
         seats = (*SEATS, TEACHER) if teacher else SEATS
         per_attempt = (tool_calls + 1) + 2 + (1 + tool_calls + 1 if teacher else 0)
         self.info = replace(TaskForge.info, seats=seats, max_turns=proposer_tool_calls + 1 + attempts * per_attempt)
         self.k, self.tool_calls, self.proposer_tool_calls, self.teacher = attempts, tool_calls, proposer_tool_calls, teacher
+        self.choices = choices
+        self.options: list[str] = []  # with choices: what the executor picks among, in the order shown
         try:
             self.sandbox = Sandbox(limits or Limits(), backend=sandbox)
         except SandboxUnavailable as err:  # say how to opt out where task forge is configured
@@ -142,7 +159,7 @@ class TaskForge(Rules):
         self.attempts: list[Attempt] = []
         self._flaw = ""  # what was invalid about the move just applied (see flaw)
         if task is not None:
-            self._submit(*task, meta={})
+            self._submit(task[0], task[1], meta=dict(task[2]) if len(task) > 2 else {})
 
     # ---- whose turn ----------------------------------------------------------------------------
 
@@ -155,7 +172,15 @@ class TaskForge(Rules):
         return self.attempts[-1]
 
     def legal_moves(self) -> list[str]:
-        return list(MOVE_FORMS[self.phase]) if self.phase != "over" else []
+        if self.phase == "over":
+            return []
+        if self.choices and self.phase in ANSWERING:
+            return [f"\\boxed{{{option}}}" for option in self.options]
+        return list(MOVE_FORMS[self.phase])
+
+    def choosable(self, seat: int) -> bool:
+        """The verifier's verdicts are always a choice of two; the executor's answers with ``choices``."""
+        return self.info.seats[seat] == "verifier" or (self.choices > 0 and self.info.seats[seat] == "executor")
 
     def turn_tag(self) -> str:
         """``propose``, or the phase and the attempt it belongs to: ``attempt:0``, ``judge:0``, ``retry:3``…"""
@@ -219,8 +244,22 @@ class TaskForge(Rules):
             self._end_invalid(f"the answer is longer than {ANSWER_MAX_CHARS} characters")
         else:
             self.reference = answer
-            self.attempts.append(Attempt())
-            self.phase = "attempt"
+            self._start_attempts()
+
+    def _start_attempts(self) -> None:
+        """The executor's turn; with ``choices``, among options drawn from the task's family."""
+        if self.choices:
+            family = self.task_meta.get("family")
+            if family not in FAMILIES:
+                self.reference = None
+                self._end_invalid(f"multiple choice needs the task's family (one of {', '.join(FAMILIES)}); got {family!r}")
+                return
+            knobs = (float(self.task_meta.get("size", 0)), float(self.task_meta.get("complexity", 0)))
+            task = Task(family, knobs, self.task, self.program, self.reference)
+            options = [self.reference, *distractors(task, self.choices - 1, self.rng)]
+            self.options = [options[i] for i in self.rng.permutation(len(options))]
+        self.attempts.append(Attempt())
+        self.phase = "attempt"
 
     def _end_invalid(self, reason: str) -> None:
         self.invalid_reason, self.phase, self._flaw = reason, "over", reason
@@ -234,9 +273,8 @@ class TaskForge(Rules):
         knobs = self.rng.random(2)
         seed = generate(family, knobs, self.rng)
         self.task, self.program, self.reference, self.seeded = seed.statement, seed.program, seed.answer, True
-        self.task_meta = {"family": family, "size": f"{knobs[0]:.4f}", "complexity": f"{knobs[1]:.4f}"}
-        self.attempts.append(Attempt())
-        self.phase = "attempt"
+        self.task_meta = seed.label
+        self._start_attempts()
 
     def _tool_or_answer(self, text: str, calls_made: int) -> tuple[str | None, str, bool]:
         """(answer, invalid reason, ran a tool) for an executor turn that may run Python."""
@@ -325,13 +363,13 @@ class TaskForge(Rules):
         else:
             lines.append(f"Task: {self.task}")
             lines += self._view_attempt()
-        lines.append(INSTRUCTIONS[self.phase])
+        lines.append(CHOICE_INSTRUCTIONS[self.phase] if self.choices and self.phase in ANSWERING else INSTRUCTIONS[self.phase])
         return "\n".join(lines)
 
     def _view_attempt(self) -> list[str]:
         a = self.current
         if self.phase == "attempt":
-            return [*a.transcript, f"Python runs left: {self.tool_calls - a.tool_calls}."]
+            return [*a.transcript, f"Python runs left: {self.tool_calls - a.tool_calls}."] if not self.choices else []
         if self.phase == "judge":
             return [*a.transcript, f"The executor's answer: {_shown(a.answer)}"]
         if self.phase == "revise":
@@ -339,8 +377,8 @@ class TaskForge(Rules):
             return [f"Your answer: {_shown(a.answer)}", f"The verifier's verdict: {verdict}. Critique: {a.critique}"]
         if self.phase == "hint":
             return [f"Reference answer: {self.reference}", f"The executor's final answer: {_shown(a.revised_answer)}"]
-        return [f"Your answer was wrong: {_shown(a.revised_answer)}", f"Hint: {a.hint}", *a.transcript,
-                f"Python runs left: {self.tool_calls - len(a.transcript)}."]  # fmt: skip
+        runs = [] if self.choices else [f"Python runs left: {self.tool_calls - len(a.transcript)}."]
+        return [f"Your answer was wrong: {_shown(a.revised_answer)}", f"Hint: {a.hint}", *a.transcript, *runs]
 
     def _summary(self) -> str:
         if self.invalid_reason:
@@ -374,6 +412,7 @@ class TaskForge(Rules):
             "task": self.task,
             "task_meta": dict(self.task_meta),
             "reference": self.reference,
+            "options": list(self.options),
             "proposer_tool_calls": len(self.proposer_transcript),
             "attempts": [{f: getattr(a, f) for f in fields} for a in self.attempts],
             "p_hat": float(np.mean([a.correct for a in self.attempts])) if self.attempts else 0.0,

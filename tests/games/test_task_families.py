@@ -21,6 +21,7 @@ from games.task_forge.families import (
     MAX_ANSWER_CHARS,
     Task,
     answers_match,
+    distractors,
     generate,
     heldout,
     normalize_answer,
@@ -112,6 +113,26 @@ def test_tasks_are_well_formed(family, size, complexity, s):
     ast.parse(task.program)  # valid Python; it is run in the tests above
     # only stdlib builtins: no imports at all
     assert not re.search(r"\bimport\b", task.program)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@given(size=knob, complexity=knob, s=seed, n=st.integers(1, 5))
+def test_distractors_are_wrong_distinct_answers_of_the_same_kind(family, size, complexity, s, n):
+    task = task_at(family, size, complexity, s)
+    wrong = distractors(task, n, np.random.default_rng(s))
+    assert wrong == distractors(task, n, np.random.default_rng(s))
+    normalized = {normalize_answer(w) for w in wrong}
+    assert len(normalized) == len(wrong) <= n and normalize_answer(task.answer) not in normalized
+    # each is the answer of a task of the same family and knobs
+    rng = np.random.default_rng(s)
+    siblings = {generate(family, task.knobs, rng).answer for _ in range(task_families.DISTRACTOR_DRAWS * n)}
+    assert set(wrong) <= siblings
+
+
+def test_distractors_fill_the_options_where_answers_vary():
+    for family in FAMILIES:
+        task = task_at(family, 0.5, 0.5)
+        assert len(distractors(task, 3, np.random.default_rng(0))) == 3, family
 
 
 def test_program_output_statement_shows_the_program():

@@ -188,6 +188,41 @@ def test_a_given_task_skips_the_proposer():
     assert env.outcome()["reference"] == "5"
 
 
+# ---- multiple choice ---------------------------------------------------------------------------
+
+
+def test_multiple_choice_offers_the_reference_among_answers_of_its_family():
+    task = games.task_forge.families.heldout("arithmetic", 1, seed=0)[0]
+    env = games.make("task_forge", attempts=1, tool_calls=0, choices=4, task=(task.statement, task.program, task.label))
+    env.reset(seed=0)
+    options = env.legal_moves("executor")
+    right = f"\\boxed{{{task.answer}}}"
+    assert len(options) == len(set(options)) == 4 and right in options
+    assert [env.choosable(s) for s in env.possible_agents] == [False, True, True]
+    prompt = env.observe("executor")["prompt"]
+    assert ", ".join(options) in prompt and "choose the right answer" in prompt and "Python runs left" not in prompt
+    wrong = next(o for o in options if o != right)
+    for move in (right, "\\boxed{reject}", wrong):  # a right answer, talked out of it
+        env.step(move)
+    [a] = env.outcome()["attempts"]
+    assert a["correct"] and a["verdict"] == "reject" and not a["revised_correct"]
+    assert [f"\\boxed{{{o}}}" for o in env.outcome()["options"]] == options
+
+
+def test_multiple_choice_needs_the_tasks_family_and_no_python():
+    with pytest.raises(ValueError, match="tool_calls = 0"):
+        games.make("task_forge", choices=4, tool_calls=1)
+    with pytest.raises(ValueError, match="at least 2"):
+        games.make("task_forge", choices=1, tool_calls=0)
+    unlabelled = play({"proposer": Script(submission(*ADD))}, choices=4, tool_calls=0)[1]
+    assert not unlabelled["valid_task"] and "the task's family" in unlabelled["invalid_reason"]
+    players = {"proposer": Script(submission(*ADD)), "executor": SkilledExecutor(skill=0.5), "verifier": NoisyVerifier()}
+    seeded = play(players, choices=3, tool_calls=0, seed_tasks=True, attempts=2)[1]
+    assert seeded["seeded"] and seeded["reference"] in seeded["options"] and len(seeded["options"]) == 3
+    labelled = play({**players, "proposer": CurriculumProposer.named("uniform")}, choices=3, tool_calls=0, attempts=2)[1]
+    assert labelled["valid_task"] and labelled["reference"] in labelled["options"]
+
+
 def test_rewards_come_from_the_reward_function_at_the_end():
     shaped = {"proposer": {"a": 1.0}, "executor": {"b": 0.25, "c": 0.25}, "verifier": {}}
     players = {"proposer": Script(submission(*ADD)), "executor": Script("\\boxed{5}", "\\boxed{5}"), "verifier": Script("\\boxed{accept}")}

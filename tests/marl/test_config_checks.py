@@ -29,6 +29,23 @@ def test_a_missing_hf_role_player_is_a_config_error_naming_the_role(tmp_path):
         load_run_config(EXAMPLES / "task_forge_tiny.toml", [f'roles.executor.player="hf:{tmp_path}"'])
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("forge.tool_calls=1", "forge.choices: multiple choice leaves no turn for Python"),
+        ('roles.proposer.player="tiny"', "forge.choices: the options come from the task's family"),
+        ("forge.choices=0", r"roles.executor: mode = 'choose' cannot play this model \(set \[forge\] choices"),
+        ('mode="choose"', None),  # the example as it is
+    ],
+)
+def test_multiple_choice_and_forced_choice_fit_the_roles(change, message):
+    if message is None:
+        assert load_run_config(EXAMPLES / "task_forge_tiny_choice.toml", [change]).forge.choices >= 2
+        return
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(EXAMPLES / "task_forge_tiny_choice.toml", [change])
+
+
 def test_a_missing_hf_player_is_refused_before_loading():
     with pytest.raises(ValueError, match="no model at /nowhere/model"):
         make_player("hf:/nowhere/model", "kuhn_poker")

@@ -46,6 +46,20 @@ def test_scripted_players_in_every_seat():
     assert ep.outcome["valid_task"] and len(ep.outcome["attempts"]) == 3
 
 
+def test_forced_choice_plays_the_executor_and_verifier_under_multiple_choice(tiny):
+    chooser = SeatSpec(tiny, "tiny", mode="choose")
+    seats = {"proposer": SeatSpec(ScriptedPolicy("sec", FORGE_PLAYERS["sec"]), "sec"), "executor": chooser, "verifier": chooser}
+    options = {"attempts": 2, "tool_calls": 0, "choices": 4}
+    [ep] = RolloutEngine().play([MatchSpec("task_forge", 5, seats, "", options)])
+    assert ep.outcome["valid_task"] and len(ep.outcome["options"]) == 4
+    chosen = [t for t in ep.turns if t.seat != "proposer"]
+    assert [t.tag.split(":")[0] for t in chosen] == ["attempt", "judge", "revise"] * 2
+    for t in chosen:
+        assert t.mode == "choose" and len(t.candidate_ids) == (2 if t.seat == "verifier" else 4) and t.valid
+    with pytest.raises(ValueError, match="forced choice needs"):
+        RolloutEngine().play([MatchSpec("task_forge", 5, seats, "", {**options, "choices": 0})])
+
+
 def test_the_tiny_model_in_every_seat(tiny):
     check(play_everywhere(tiny, tokens=16))
 

@@ -66,6 +66,21 @@ def test_tiny_models_learn_in_three_seats_with_adpo_and_kickstarting(tmp_path):
     assert {"proposer", "executor", "verifier"} <= members
 
 
+def test_tiny_models_learn_by_forced_choice_under_multiple_choice(tmp_path):
+    log = train(
+        "task_forge_tiny_choice.toml", tmp_path / "run", "iterations=2", "rollout.matches=4", "forge.attempts=2",
+        "eval.every=2", "forge.heldout=2",
+    )  # fmt: skip
+    last = log[-1]
+    assert last["executor/learner/samples"] == 4 * 2 * 2 and last["verifier/learner/samples"] == 4 * 2  # attempts, revisions; verdicts
+    assert 0 < last["forge/p_hat"] < 1 and last["task_forge/executor/format"] == 0  # chosen answers are always well formed
+    assert 0 <= last["eval/executor/heldout_accuracy"] <= 1
+    episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000002.jsonl")
+    for ep in episodes:
+        assert ep.outcome["reference"] in ep.outcome["options"] and len(ep.outcome["options"]) == 4
+        assert all(t.mode == "choose" and t.candidate_ids for t in ep.turns if t.seat != "proposer")
+
+
 def test_each_role_may_be_a_population_whose_members_learn_from_their_own_matches(tmp_path):
     log = train(
         "task_forge_scripted.toml", tmp_path / "run", "iterations=3", "rollout.matches=8", "eval.every=3",
