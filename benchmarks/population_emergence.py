@@ -1,4 +1,4 @@
-"""Does a population beat plain self-play on Kuhn poker? Equal learner samples, same seeds, one run.
+"""Does a population beat plain self-play on Kuhn poker (or Leduc)? Equal learner samples, same seeds, one run.
 
 Three matchmakers train the tiny model (``examples/kuhn_population.toml``) for the same number of
 iterations and the same number of **learner samples** (trained turns): a self-play match trains
@@ -16,12 +16,15 @@ matches a iteration (each run's samples are summed from its events and printed, 
   most 5 iterations, ending early once its win rate plateaus (2 iterations against the 2 before).
 
 Each population's mixture is analysed exactly (``kuhn/population_exploitability``: the mixture
-reach-weighted per information set); 0 is a Nash equilibrium, uniform play 0.458. The runs go
+reach-weighted per information set); 0 is a Nash equilibrium, uniform play 0.458. ``--game leduc``
+plays OpenSpiel's Leduc poker instead (pip install 'coevo[openspiel]'): the same config with
+Leduc's game, 8 iterations and a snapshot every iteration (``examples/openspiel_leduc_tiny.toml``'s
+budget), analysed by OpenSpiel (``leduc_poker/population_exploitability``; uniform play 2.37). The runs go
 through ``coevo sweep`` (two at a time by default). Prints a table, then one JSON line with every
 curve's final and best values and each answer's mean final value over the seeds, with its ratio
 to self-play's last iterate.
 
-    python benchmarks/population_emergence.py [--seeds 0 1] [--iterations 80] [--answers psro_oracles] [--quick]
+    python benchmarks/population_emergence.py [--game leduc] [--seeds 0 1] [--iterations 80] [--answers psro_oracles] [--quick]
 """
 
 from __future__ import annotations
@@ -47,6 +50,15 @@ RUNS = {  # each run's settings, and its training matches a iteration as a multi
 }
 
 
+GAMES = {  # the metrics' prefix, and the changes to kuhn_population.toml that play the game
+    "kuhn": ("kuhn", []),
+    "leduc": (
+        "leduc_poker",
+        ['games:={"openspiel/leduc_poker" = 1.0}', 'eval.opponents=["random"]', "iterations=8", "population.snapshot_every=1"],
+    ),
+}
+
+
 def answer_of(row) -> str:
     """The run a results row is: PSRO's two kinds share the matchmaker."""
     if row["population.matchmaker"] == "psro" and row.get("population.oracle.start") == "initial":
@@ -54,17 +66,18 @@ def answer_of(row) -> str:
     return row["population.matchmaker"]
 
 
-def curves(run_dir: Path) -> tuple[list[float], list[float], float]:
+def curves(run_dir: Path, game: str) -> tuple[list[float], list[float], float]:
     """A run's population exploitability and its learner's average policy's, per iteration, and
     the learner samples it trained on."""
     records = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     its = [r for r in records if r["kind"] == "iteration"]
     samples = sum(r.get("m0/learner/samples", 0.0) for r in its)
-    return [r["kuhn/population_exploitability"] for r in its], [r["kuhn/m0/average_exploitability"] for r in its], samples
+    return [r[f"{game}/population_exploitability"] for r in its], [r[f"{game}/m0/average_exploitability"] for r in its], samples
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--game", choices=list(GAMES), default="kuhn")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--iterations", type=int, help="iterations per run (default: the config's)")
     parser.add_argument("--parallel", type=int, default=2, help="runs at once")
@@ -72,7 +85,8 @@ def main() -> None:
     parser.add_argument("--answers", nargs="+", choices=list(RUNS), default=list(RUNS), help="the runs (default: all)")
     parser.add_argument("--quick", action="store_true", help="3 iterations of 16 matches: a smoke test")
     args = parser.parse_args()
-    changes = ["rollout.matches=16", "population.eval_matches=4", "population.snapshot_every=1"] if args.quick else []
+    prefix, changes = GAMES[args.game]
+    changes = [*changes, *(["rollout.matches=16", "population.eval_matches=4", "population.snapshot_every=1"] if args.quick else [])]
     iterations = 3 if args.quick else args.iterations
     if iterations:
         changes.append(f"iterations={iterations}")
@@ -95,12 +109,12 @@ def main() -> None:
         runs, samples = {}, {}
         for _, row in table.iterrows():
             name, seed = answer_of(row), int(row.seed)
-            population, average, samples[name, seed] = curves(Path(row.run_dir))
+            population, average, samples[name, seed] = curves(Path(row.run_dir), prefix)
             runs[name, seed] = population
             if name == "self_play":
                 runs["self_play_average", seed] = average
         budget = int(table["iteration"].iloc[0])
-    report: dict = {"benchmark": "population_emergence", "iterations": budget, "seeds": args.seeds, "runs": {}}
+    report: dict = {"benchmark": "population_emergence", "game": args.game, "iterations": budget, "seeds": args.seeds, "runs": {}}
     print(f"{'answer':<18}{'seed':>5}{'samples':>9}{'first':>9}{'best':>9}{'final':>9}")
     for (name, seed), values in sorted(runs.items()):
         trained = samples[name.removesuffix("_average"), seed]

@@ -136,6 +136,24 @@ def test_population_emergence_prints_every_matchmakers_final_value():
         assert 0.75 < report["samples_vs_self_play"][name] < 1.33, report["samples_vs_self_play"]
 
 
+def test_population_emergence_plays_each_game_from_the_population_example():
+    """``--game leduc``'s runs load (Leduc's scripted opponents, its budget) and their metrics are
+    the ones OpenSpiel's evaluator logs for that game (the Kuhn path runs in full above)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import population_emergence
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import games
+    from populations.config import load_run_config
+
+    prefix, changes = population_emergence.GAMES["leduc"]
+    config = load_run_config(population_emergence.EXAMPLES / "kuhn_population.toml", changes)
+    assert list(config.games) == ["openspiel/leduc_poker"] and config.population.snapshot_every == 1
+    [game] = config.games
+    assert games.make(game).game.get_type().short_name == prefix  # what OpenSpielExploitability names its metrics
+
+
 def test_curricula_beat_a_uniform_one_on_held_out_accuracy_at_equal_budget():
     """Issue 7's claim on a small budget (240 tasks, one seed; the full numbers are in the README).
     Every random choice derives from the seed, so this is one fixed experiment, not a flaky one."""
