@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Column, Table
 
 import games
+from games.core import choosable
 from games.task_forge.sandbox import SandboxUnavailable
 from analysis.headline import summary_line
 from analysis.printable import printable
@@ -217,9 +218,11 @@ def match(
     unknown = set(names) - set(env.possible_agents)
     if unknown:
         raise typer.BadParameter(f"{game} has no seats {sorted(unknown)}", param_hint="--seat")
-    if mode == "choose" and env.move_names is None and any(is_model(name) for name in names.values()):
+    free = [who for who, name in names.items() if is_model(name) and not choosable(env, who)]
+    if mode == "choose" and free:
         raise typer.BadParameter(
-            f"forced choice needs a game with a move list; {game} takes free text (use --mode generate)", param_hint="--mode"
+            f"forced choice needs a game with a move list; {game} takes free text from {', '.join(free)} (use --mode generate)",
+            param_hint="--mode",
         )
     options = {"player_0": "--p0", "player_1": "--p1"}
     for who, name in names.items():  # loads the models named
