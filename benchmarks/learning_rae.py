@@ -56,11 +56,11 @@ def leduc_curves(records: list[dict]) -> dict[str, list[float]]:
     }
 
 
+# Leduc at Kuhn's 128 matches and 2 epochs, as the README's table was measured (the example now plays 512 and 8)
 LEDUC_AS_MEASURED = ["rollout.matches=128", "rollout.concurrency=128", "optim.epochs=2"]
 # game: (config, overrides, its curves from a run's events, the headline curve, whether higher is better)
 GAMES: dict[str, tuple[Path, list[str], Callable[[list[dict]], dict[str, list[float]]], str, bool]] = {
     "tictactoe": (EXAMPLES / "tictactoe_tiny.toml", ["eval.every=2"], tictactoe_curves, "win_vs_random", True),
-    # Leduc at Kuhn's 128 matches and 2 epochs, as the README's table was measured (the example now plays 512 and 8)
     "leduc": (EXAMPLES / "openspiel_leduc_tiny.toml", LEDUC_AS_MEASURED, leduc_curves, "exploitability", False),
 }
 

@@ -19,7 +19,8 @@ Each population's mixture is analysed exactly (``kuhn/population_exploitability`
 reach-weighted per information set); 0 is a Nash equilibrium, uniform play 0.458. ``--game leduc``
 plays OpenSpiel's Leduc poker instead (pip install 'coevo[openspiel]'): the same config (Kuhn's 128
 matches and 2 epochs, not ``examples/openspiel_leduc_tiny.toml``'s 512 and 8) with Leduc's game,
-8 iterations and a snapshot every iteration, analysed by OpenSpiel (``leduc_poker/population_exploitability``; uniform play 2.37). The runs go
+8 iterations and a snapshot every iteration, analysed by OpenSpiel
+(``leduc_poker/population_exploitability``; uniform play 2.37). The runs go
 through ``coevo sweep`` (two at a time by default). Prints a table, then one JSON line with every
 curve's final and best values and each answer's mean final value over the seeds, with its ratio
 to self-play's last iterate.

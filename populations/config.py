@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 import games
+from games.core import choosable
 from games.task_forge.players import FORGE_PLAYERS
 from marl.config import EstimatorName, LoraSettings, Strict, TrainConfig, load_config, outcome_mismatch
 from marl.players import MODELS, check_hf_model
@@ -261,12 +262,16 @@ class RunConfig(TrainConfig):
         self._choices_fit()
 
     def _choices_fit(self) -> None:
-        """Multiple choice and forced choice: who can pick among options, and where the options come from."""
+        """Multiple choice and forced choice: the game's own checks of its options and of which seats
+        forced choice can play, asked of the rules (nothing runs, so no sandbox is needed), and
+        where the options come from."""
         forge = self.forge
-        if forge.choices and forge.tool_calls:
-            raise ValueError("forge.choices: multiple choice leaves no turn for Python; set [forge] tool_calls = 0")
-        if forge.choices == 1:
-            raise ValueError("forge.choices: 0 (free answers) or at least 2 options")
+        try:
+            env = games.make(
+                "task_forge", tool_calls=forge.tool_calls, choices=forge.choices, teacher="teacher" in self.roles, sandbox="rlimit"
+            )
+        except ValueError as err:
+            raise ValueError(f"forge.choices: {err}") from None
         if forge.choices and self.roles["proposer"].scripted is None and not forge.seed_tasks:
             raise ValueError(
                 "forge.choices: the options come from the task's family, which only a scripted proposer's tasks name; "
@@ -274,10 +279,11 @@ class RunConfig(TrainConfig):
             )
         if self.mode != "choose":
             return
-        ways = {"executor": "set [forge] choices to offer it options", "proposer": "it writes tasks", "teacher": "it writes hints"}
+        hints = {"executor": "set [forge] choices to offer it options"}
         for role, seat in self.roles.items():
-            if seat.scripted is None and role in ways and (role != "executor" or not forge.choices):
-                raise ValueError(f"roles.{role}: mode = 'choose' cannot play this model ({ways[role]}); seat a scripted player or use mode = 'generate'")
+            if seat.scripted is None and not choosable(env, role):
+                hint = hints.get(role, f"the {role} writes free text")
+                raise ValueError(f"roles.{role}: mode = 'choose' cannot play this model ({hint}); seat a scripted player or use mode = 'generate'")
 
     @property
     def reward_config(self) -> RewardConfig:

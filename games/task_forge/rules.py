@@ -134,7 +134,7 @@ class TaskForge(Rules):
         if choices == 1 or choices < 0:
             raise ValueError(f"choices is 0 (free answers) or at least 2 options, got {choices}")
         if choices and tool_calls:
-            raise ValueError(f"multiple choice (choices = {choices}) leaves no turn for Python: set tool_calls = 0")
+            raise ValueError(f"multiple choice leaves no turn for Python (choices = {choices}); set tool_calls = 0")
         seats = (*SEATS, TEACHER) if teacher else SEATS
         per_attempt = (tool_calls + 1) + 2 + (1 + tool_calls + 1 if teacher else 0)
         self.info = replace(TaskForge.info, seats=seats, max_turns=proposer_tool_calls + 1 + attempts * per_attempt)
