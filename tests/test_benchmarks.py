@@ -91,6 +91,13 @@ def test_learning_rae_reports_every_estimator_on_the_same_start():
     assert game["final_ratio_batch_mean_over_rae"] == pytest.approx(ratio)
 
 
+def test_learning_rae_runs_a_subset_of_estimators_without_ratios_to_a_missing_rae():
+    stdout = run_benchmark("learning_rae.py", "--quick", "--games", "tictactoe", "--estimators", "batch_mean")
+    game = json.loads(stdout.strip().splitlines()[-1])["tictactoe"]
+    assert {"rae", "reinforce"}.isdisjoint(game) and not any(key.startswith("final_ratio") for key in game)
+    assert 0 <= game["batch_mean"]["win_vs_random"]["final"]["mean"] <= 1
+
+
 def test_pool_overhead_reports_the_ratio_and_break_even():
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / "pool_overhead.py"), "--quick"], capture_output=True, text=True, check=True
