@@ -17,9 +17,9 @@ matches a iteration (each run's samples are summed from its events and printed, 
 
 Each population's mixture is analysed exactly (``kuhn/population_exploitability``: the mixture
 reach-weighted per information set); 0 is a Nash equilibrium, uniform play 0.458. ``--game leduc``
-plays OpenSpiel's Leduc poker instead (pip install 'coevo[openspiel]'): the same config (Kuhn's 128
-matches and 2 epochs, not ``examples/openspiel_leduc_tiny.toml``'s 512 and 8) with Leduc's game,
-8 iterations and a snapshot every iteration, analysed by OpenSpiel
+plays OpenSpiel's Leduc poker instead (pip install 'coevo[openspiel]'): the same config with Leduc's
+game, ``examples/openspiel_leduc_tiny.toml``'s matches, epochs and iterations (512, 8 and 8) and a
+snapshot every iteration, analysed by OpenSpiel
 (``leduc_poker/population_exploitability``; uniform play 2.37). The runs go
 through ``coevo sweep`` (two at a time by default). Prints a table, then one JSON line with every
 curve's final and best values and each answer's mean final value over the seeds, with its ratio
@@ -51,12 +51,18 @@ RUNS = {  # each run's settings, and its training matches a iteration as a multi
 }
 
 
+def leduc_changes() -> list[str]:
+    """Leduc's game, and the Leduc example's matches, epochs and iterations (the recipe whose
+    self-play exploitability falls and stays down), with a snapshot every iteration."""
+    leduc = load_run_config(EXAMPLES / "openspiel_leduc_tiny.toml")
+    recipe = {"rollout.matches": leduc.rollout.matches, "optim.epochs": leduc.optim.epochs, "iterations": leduc.iterations}
+    game = ['games:={"openspiel/leduc_poker" = 1.0}', 'eval.opponents=["random"]', "population.snapshot_every=1"]
+    return [*game, *(f"{key}={value}" for key, value in recipe.items())]
+
+
 GAMES = {  # the metrics' prefix, and the changes to kuhn_population.toml that play the game
-    "kuhn": ("kuhn", []),
-    "leduc": (
-        "leduc_poker",
-        ['games:={"openspiel/leduc_poker" = 1.0}', 'eval.opponents=["random"]', "iterations=8", "population.snapshot_every=1"],
-    ),
+    "kuhn": ("kuhn", list),
+    "leduc": ("leduc_poker", leduc_changes),
 }
 
 
@@ -86,8 +92,8 @@ def main() -> None:
     parser.add_argument("--answers", nargs="+", choices=list(RUNS), default=list(RUNS), help="the runs (default: all)")
     parser.add_argument("--quick", action="store_true", help="3 iterations of 16 matches: a smoke test")
     args = parser.parse_args()
-    prefix, changes = GAMES[args.game]
-    changes = [*changes, *(["rollout.matches=16", "population.eval_matches=4", "population.snapshot_every=1"] if args.quick else [])]
+    prefix, changes_of = GAMES[args.game]
+    changes = [*changes_of(), *(["rollout.matches=16", "population.eval_matches=4", "population.snapshot_every=1"] if args.quick else [])]
     iterations = 3 if args.quick else args.iterations
     if iterations:
         changes.append(f"iterations={iterations}")

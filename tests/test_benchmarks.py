@@ -154,9 +154,12 @@ def test_population_emergence_plays_each_game_from_the_population_example():
     import games
     from populations.config import load_run_config
 
-    prefix, changes = population_emergence.GAMES["leduc"]
-    config = load_run_config(population_emergence.EXAMPLES / "kuhn_population.toml", changes)
+    prefix, changes_of = population_emergence.GAMES["leduc"]
+    config = load_run_config(population_emergence.EXAMPLES / "kuhn_population.toml", changes_of())
+    leduc = load_run_config(population_emergence.EXAMPLES / "openspiel_leduc_tiny.toml")
     assert list(config.games) == ["openspiel/leduc_poker"] and config.population.snapshot_every == 1
+    recipe = (config.rollout.matches, config.optim.epochs, config.iterations)  # self-play's: the Leduc example's
+    assert recipe == (leduc.rollout.matches, leduc.optim.epochs, leduc.iterations) != (128, 2, 80)
     [game] = config.games
     assert games.make(game).game.get_type().short_name == prefix  # what OpenSpielExploitability names its metrics
 
