@@ -17,9 +17,11 @@ Targets (issue 18): engine >= 0.9x bare generate, learner >= 0.9x bare step.
 
 Needs only torch, transformers and peft besides this project's pure-Python dependencies (the
 local pool; no Ray, no vLLM). ``--smoke`` runs every part CPU-sized in seconds, which the tests
-do; on a GPU the default sizes take about six minutes. One JSON line per figure, a table last.
+do; on an H200 the default sizes took 3 minutes. One JSON line per figure, a table last.
+``--profile`` only profiles one engine call and one bare ``generate`` (the first shape and batch,
+32 tokens): the operators with the most host and device time in each.
 
-    python benchmarks/gpu.py [--device cuda] [--smoke]
+    python benchmarks/gpu.py [--device cuda] [--smoke] [--profile]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity
 from learner_speed import bare_passes
 from rollout_speed import bare_generate_rate
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -98,7 +101,7 @@ def prompts(count: int, length: int) -> list[str]:
 def generation(policy: HFPolicy, batch: int, new_tokens: int, prompt: int, device: torch.device) -> dict:
     """(a): tokens/s of ``act`` against bare sampling ``generate`` on the same prompts."""
     requests = [Request(p, Sampling(1.0, 1.0, new_tokens), seed=i) for i, p in enumerate(prompts(batch, prompt))]
-    policy.act(requests[:2])  # warm-up: kernels, allocator
+    warm_up(policy, requests)
     reset_peak(device)
     synchronize(device)
     start = time.perf_counter()
@@ -114,6 +117,35 @@ def generation(policy: HFPolicy, batch: int, new_tokens: int, prompt: int, devic
         "ratio_vs_bare": round(engine / bare, 3), "target": 0.9,
         "peak_mb": {"engine": engine_peak, "bare_generate": peak_mb(device)},
     }  # fmt: skip
+
+
+def warm_up(policy: HFPolicy, requests: list[Request]) -> None:
+    """Both paths once at the timed batch size, a few tokens long: kernels load lazily on a GPU,
+    and a path timed cold would pay for loading what the other then finds loaded."""
+    short = [Request(r.messages, Sampling(1.0, 1.0, 8), seed=r.seed) for r in requests]
+    warmed = policy.act(short)
+    bare_generate_rate(policy, [r.prompt_ids for r in warmed], len(short), 8, batches=1)
+
+
+def profile(policy: HFPolicy, batch: int, new_tokens: int, prompt: int, device: torch.device) -> str:
+    """Where the engine's and bare generate's time goes: the operators with the most host time
+    (and device time on a GPU), each path profiled once after a warm-up. The engine's gap to bare
+    generate on a GPU is a per-step cost that the CPU does not show; this names it."""
+    requests = [Request(p, Sampling(1.0, 1.0, new_tokens), seed=i) for i, p in enumerate(prompts(batch, prompt))]
+    warm_up(policy, requests)
+    ids = [r.prompt_ids for r in policy.act(requests[:1])] * batch
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sections = []
+    for name, run in (("engine", lambda: policy.act(requests)), ("bare generate", lambda: bare_generate_rate(policy, ids, batch, new_tokens, 1))):
+        with torch.profiler.profile(activities=activities) as prof:
+            run()
+            synchronize(device)
+        sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        ops = prof.key_averages()
+        sections.append(f"## {name}, batch {batch}, {new_tokens} tokens: by host time\n{ops.table(sort_by='self_cpu_time_total', row_limit=15)}")
+        if device.type == "cuda":
+            sections.append(f"## {name}: by device time\n{ops.table(sort_by=sort, row_limit=10)}")
+    return "\n".join(sections)
 
 
 def learning(policy: HFPolicy, sizes: dict, device: torch.device, peak_flops: float) -> dict:
@@ -194,10 +226,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--smoke", action="store_true", help="every part CPU-sized, to check the script runs")
+    parser.add_argument("--profile", action="store_true", help="only profile the engine and bare generate (first shape, first batch)")
     args = parser.parse_args()
     device = resolve_device(args.device)
     dtype = resolve_dtype("auto", device)
     sizes = SMOKE if args.smoke else FULL
+    if args.profile:
+        policy = shaped_model(sizes["shapes"][0], device, dtype)
+        print(profile(policy, sizes["batches"][0], sizes["new_tokens"] // 4 or 1, sizes["prompt"], device))
+        return
     peak_flops = matmul_rate(device, dtype, 256 if args.smoke else 8192)
     rows = []
 

@@ -215,3 +215,13 @@ def test_learning_async_reports_both_schedules_and_the_sync_range():
     assert len(report["sync"]["per_seed_final"]) == len(report["async_k2"]["per_seed_final"]) == 2
     assert report["sync"]["mean_initial"] == report["async_k2"]["mean_initial"], "same seeds, same initial model"
     assert report["sync_range"] == sorted(report["sync"]["per_seed_final"]) and "met" in report
+
+
+def test_the_gpu_script_profiles_the_engine_and_bare_generate_apart():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gpu.py"), "--smoke", "--profile", "--device", "cpu"], capture_output=True, text=True, check=True
+    )
+    engine, bare = done.stdout.split("## bare generate")
+    assert "## engine, batch 4, 1 tokens: by host time" in engine
+    for section in (engine, bare):  # each path's own operator table, the model's matrix products in it
+        assert "aten::mm" in section and "Self CPU time total" in section
