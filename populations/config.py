@@ -297,6 +297,9 @@ class RunConfig(TrainConfig):
             raise ValueError("population.size: training needs at least one trainable member")
         if self.population.oracle != OracleConfig() and self.population.matchmaker != "psro":
             raise ValueError("population.oracle: best-response oracles are PSRO's; set population.matchmaker = 'psro'")
+        if self.population.matchmaker == "psro" and self.population.meta_solver != "uniform" and not self.population.eval_matches:
+            raise ValueError("population.eval_matches: PSRO solves its meta-game from matches between snapshots, which only "
+                             "the evaluation scheduler plays; set it above 0 (the example plays 16)")  # fmt: skip
         ranges = self.population.pbt.ranges
         unknown = sorted(set(ranges) - set(type(self.optim).model_fields) - set(SAMPLING_HPARAMS))
         if unknown:

@@ -165,8 +165,10 @@ class Population:
             return {}
         if self.config.matchmaker == "fictitious":
             return dict.fromkeys(names, 1 / len(names))  # its opponents are uniform: so is its average
-        means, _ = self.payoffs.matrix(names)
-        weights = meta_strategy(self.config.meta_solver, means)
+        means, games = self.payoffs.matrix(names)
+        known = _with_every_pair_played(games) if self.config.meta_solver != "uniform" else list(range(len(names)))
+        weights = np.zeros(len(names))
+        weights[known] = meta_strategy(self.config.meta_solver, means[np.ix_(known, known)])
         return {n: float(w) for n, w in zip(names, weights)}
 
     def meta_strategy(self) -> dict[str, float]:
@@ -302,6 +304,22 @@ def record_results(cells: list[tuple[str, str, str, str]], returns: list[float],
     results = [(a, b, _win(ra, rb)) for (a, b, _, _), ra, rb in zip(cells, returns[::2], returns[1::2])]
     elo.update_many(results)
     skill.update_many(results)
+
+
+def _with_every_pair_played(games: np.ndarray) -> list[int]:
+    """The meta-game's players that have met every other one kept, oldest first: a snapshot
+    enters once the evaluation scheduler (unplayed pairs first) has played it against the rest.
+
+    Why: an unplayed pair would count as a draw, and a new snapshot that has met nobody is then
+    a row of draws, a Nash strategy of any symmetric zero-sum game; the solvers gave it up to all
+    the weight for an iteration. OpenSpiel's psro_v2 plays a new policy against every other
+    before it solves; here the solve waits for those matches instead."""
+    met = (games + games.T) > 0
+    kept: list[int] = []
+    for i in range(len(games)):
+        if all(met[i, j] for j in kept):
+            kept.append(i)
+    return kept
 
 
 def _win(mine: float, theirs: float) -> float:

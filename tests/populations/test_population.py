@@ -410,3 +410,25 @@ def test_fixed_members_are_historical_players_and_never_learners():
     pop.take_snapshot("m0", 0)
     opponents = {n for p in pop.plans(1, 60, GAMES, SEATS) for n in p.seats.values()} - {"m0"}
     assert opponents == {"m0@0", "nash", "random"}
+
+
+@pytest.mark.parametrize("solver", ["nash", "prd", "alpharank"])
+def test_a_snapshot_enters_the_meta_game_once_it_has_met_every_other(solver):
+    pop = population(matchmaker="psro", meta_solver=solver)
+    for it in (0, 5, 10):
+        pop.take_snapshot("m0", it)
+    play(pop, "m0@10", "m0@5", wins=8, losses=2)
+    play(pop, "m0@10", "m0@0", wins=9, losses=1)
+    play(pop, "m0@5", "m0@0", wins=8, losses=2)
+    pop.begin_iteration()
+    before = pop.meta_strategy()
+    pop.take_snapshot("m0", 15)  # has met nobody: its pairs are not draws, they are unknown
+    pop.begin_iteration()
+    assert pop.meta_strategy() == {**before, "m0@15": 0.0}
+    play(pop, "m0@15", "m0@10", wins=9, losses=1)
+    pop.begin_iteration()
+    assert pop.meta_strategy()["m0@15"] == 0.0  # still unplayed against @0 and @5
+    play(pop, "m0@15", "m0@5", wins=9, losses=1)
+    play(pop, "m0@15", "m0@0", wins=9, losses=1)
+    pop.begin_iteration()
+    assert pop.meta_strategy()["m0@15"] > 0.5

@@ -189,6 +189,7 @@ def test_a_killed_population_run_resumes_exactly(tmp_path, weights):
         ("population.league.main_agents=0", "population.league.main_agents"),
         ("advantage.estimator='malt'", "advantage.estimator"),  # task forge's credit: Kuhn has no attempts
         ("population.oracle={start='initial'}", "population.oracle"),  # PSRO's: the example is fictitious play
+        ("population={matchmaker='psro', eval_matches=0}", "population.eval_matches"),  # nothing would fill its meta-game
     ],
 )
 def test_bad_population_settings_are_one_line_naming_the_field(override, field):
@@ -230,7 +231,7 @@ def test_a_sweep_runs_its_runs_as_ray_tasks(tmp_path):
     spec = tmp_path / "sweep.toml"
     spec.write_text(
         f'config = "{EXAMPLES / "kuhn_population.toml"}"\npool = "ray"\nparallel = 2\n'
-        'set = ["iterations=1", "rollout.matches=8", "population.eval_matches=0"]\n'
+        'set = ["iterations=1", "rollout.matches=8", "population.eval_matches=2"]\n'
         '[grid]\n"population.matchmaker" = ["self_play", "psro"]\n'
     )
     result = runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "out")])
