@@ -199,14 +199,18 @@ def test_skill_matching_prefers_an_even_opponent():
     assert sum("m0@5" in p.seats.values() for p in plans) > 150
 
 
-def test_psro_draws_opponents_from_the_nash_of_the_payoff_matrix():
-    pop = population(matchmaker="psro", meta_solver="nash")
+def transitive_snapshots(pop: Population) -> None:
+    """Snapshots @0, @5 and @10, each pair played: @10 beats @5 beats @0."""
     for it in (0, 5, 10):
         pop.take_snapshot("m0", it)
-    # a transitive meta-game: @10 beats @5 beats @0, so the Nash is all on @10
     play(pop, "m0@10", "m0@5", wins=8, losses=2)
     play(pop, "m0@10", "m0@0", wins=9, losses=1)
     play(pop, "m0@5", "m0@0", wins=8, losses=2)
+
+
+def test_psro_draws_opponents_from_the_nash_of_the_payoff_matrix():
+    pop = population(matchmaker="psro", meta_solver="nash")
+    transitive_snapshots(pop)  # a transitive meta-game, so the Nash is all on @10
     pop.begin_iteration()
     assert pop.meta_strategy()["m0@10"] == pytest.approx(1)
     assert all("m0@10" in p.seats.values() for p in pop.plans(1, 20, GAMES, SEATS))
@@ -415,11 +419,7 @@ def test_fixed_members_are_historical_players_and_never_learners():
 @pytest.mark.parametrize("solver", ["nash", "prd", "alpharank"])
 def test_a_snapshot_enters_the_meta_game_once_it_has_met_every_other(solver):
     pop = population(matchmaker="psro", meta_solver=solver)
-    for it in (0, 5, 10):
-        pop.take_snapshot("m0", it)
-    play(pop, "m0@10", "m0@5", wins=8, losses=2)
-    play(pop, "m0@10", "m0@0", wins=9, losses=1)
-    play(pop, "m0@5", "m0@0", wins=8, losses=2)
+    transitive_snapshots(pop)
     pop.begin_iteration()
     before = pop.meta_strategy()
     pop.take_snapshot("m0", 15)  # has met nobody: its pairs are not draws, they are unknown
