@@ -18,8 +18,9 @@ Targets (issue 18): engine >= 0.9x bare generate, learner >= 0.9x bare step.
 Needs only torch, transformers and peft besides this project's pure-Python dependencies (the
 local pool; no Ray, no vLLM). ``--smoke`` runs every part CPU-sized in seconds, which the tests
 do; on an H200 the default sizes took 3 minutes. One JSON line per figure, a table last.
-``--profile`` only profiles one engine call and one bare ``generate`` (the first shape and batch,
-32 tokens): the operators with the most host and device time in each.
+``--profile`` only profiles, for the first shape: one engine call and one bare ``generate`` (the
+first batch, 32 tokens), one learner update and the bare passes: the operators with the most
+host and device time in each.
 
     python benchmarks/gpu.py [--device cuda] [--smoke] [--profile]
 """
@@ -30,6 +31,7 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -123,37 +125,50 @@ def warm_up(policy: HFPolicy, requests: list[Request]) -> None:
     """Both paths once at the timed batch size, a few tokens long: kernels load lazily on a GPU,
     and a path timed cold would pay for loading what the other then finds loaded."""
     short = [Request(r.messages, Sampling(1.0, 1.0, 8), seed=r.seed) for r in requests]
-    warmed = policy.act(short)
-    bare_generate_rate(policy, [r.prompt_ids for r in warmed], len(short), 8, batches=1)
+    bare_generate_rate(policy, policy.encode([r.messages for r in short]), len(short), 8, batches=1)
+    policy.act(short)
 
 
-def profile(policy: HFPolicy, batch: int, new_tokens: int, prompt: int, device: torch.device) -> str:
-    """Where the engine's and bare generate's time goes: the operators with the most host time
-    (and device time on a GPU), each path profiled once after a warm-up. The engine's gap to bare
-    generate on a GPU is a per-step cost that the CPU does not show; this names it."""
-    requests = [Request(p, Sampling(1.0, 1.0, new_tokens), seed=i) for i, p in enumerate(prompts(batch, prompt))]
-    warm_up(policy, requests)
-    ids = [r.prompt_ids for r in policy.act(requests[:1])] * batch
+def profile(paths: dict[str, Callable[[], object]], device: torch.device) -> str:
+    """Where each path's time goes: the operators with the most host time (and device time on a
+    GPU), each path run once to warm up, then once profiled. The engine's and the learner's gaps
+    to their bare baselines on a GPU are costs that the CPU does not show; this names them."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     sections = []
-    for name, run in (("engine", lambda: policy.act(requests)), ("bare generate", lambda: bare_generate_rate(policy, ids, batch, new_tokens, 1))):
+    for name, run in paths.items():
+        run()
+        synchronize(device)
         with torch.profiler.profile(activities=activities) as prof:
             run()
             synchronize(device)
-        sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
         ops = prof.key_averages()
-        sections.append(f"## {name}, batch {batch}, {new_tokens} tokens: by host time\n{ops.table(sort_by='self_cpu_time_total', row_limit=15)}")
+        sections.append(f"## {name}: by host time\n{ops.table(sort_by='self_cpu_time_total', row_limit=15)}")
         if device.type == "cuda":
-            sections.append(f"## {name}: by device time\n{ops.table(sort_by=sort, row_limit=10)}")
+            sections.append(f"## {name}: by device time\n{ops.table(sort_by='self_cuda_time_total', row_limit=10)}")
     return "\n".join(sections)
 
 
-def learning(policy: HFPolicy, sizes: dict, device: torch.device, peak_flops: float) -> dict:
-    """(b): the learner's iteration against bare passes on the same batch, tokens/s and MFU."""
-    policy.model.requires_grad_(True)
+def profiled_paths(policy: HFPolicy, sizes: dict) -> dict[str, Callable[[], object]]:
+    """The engine and bare generate (the first batch size, a quarter of the tokens), then the
+    learner and bare passes, on the inputs their figures time."""
+    batch, tokens = sizes["batches"][0], max(1, sizes["new_tokens"] // 4)
+    requests = [Request(p, Sampling(1.0, 1.0, tokens), seed=i) for i, p in enumerate(prompts(batch, sizes["prompt"]))]
+    ids = policy.encode([r.messages for r in requests])
+    samples, config = train_batch(policy, sizes), optim_config(sizes)
+    learner = Learner(policy, config)
+    return {
+        f"engine, batch {batch}, {tokens} tokens": lambda: policy.act(requests),
+        f"bare generate, batch {batch}, {tokens} tokens": lambda: bare_generate_rate(policy, ids, batch, tokens, 1),
+        f"learner, {len(samples)} samples": lambda: learner.update(samples),
+        f"bare passes, {len(samples)} samples": lambda: bare_passes(policy, samples, config.epochs, config.micro_batch, config.lr),
+    }
+
+
+def train_batch(policy: HFPolicy, sizes: dict) -> list[TrainSample]:
+    """Random prompts and completions, half of them rewarded: what the learner's figure times."""
     rng = torch.Generator().manual_seed(0)
     vocab = policy.model.config.vocab_size
-    batch = [
+    return [
         TrainSample(
             torch.randint(0, 256, (sizes["prompt"],), generator=rng).tolist(),
             torch.randint(0, vocab, (sizes["completion"],), generator=rng).tolist(),
@@ -161,8 +176,17 @@ def learning(policy: HFPolicy, sizes: dict, device: torch.device, peak_flops: fl
         )
         for i in range(sizes["samples"])
     ]
-    epochs = 2
-    config = OptimConfig(epochs=epochs, micro_batch=sizes["micro_batch"], lr=1e-5)
+
+
+def optim_config(sizes: dict) -> OptimConfig:
+    return OptimConfig(epochs=2, micro_batch=sizes["micro_batch"], lr=1e-5)
+
+
+def learning(policy: HFPolicy, sizes: dict, device: torch.device, peak_flops: float) -> dict:
+    """(b): the learner's iteration against bare passes on the same batch, tokens/s and MFU."""
+    policy.model.requires_grad_(True)
+    batch, config = train_batch(policy, sizes), optim_config(sizes)
+    epochs = config.epochs
     learner = Learner(policy, config)
     initial = learner.weights()
     tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in batch)
@@ -233,7 +257,8 @@ def main() -> None:
     sizes = SMOKE if args.smoke else FULL
     if args.profile:
         policy = shaped_model(sizes["shapes"][0], device, dtype)
-        print(profile(policy, sizes["batches"][0], sizes["new_tokens"] // 4 or 1, sizes["prompt"], device))
+        policy.model.requires_grad_(True)
+        print(profile(profiled_paths(policy, sizes), device))
         return
     peak_flops = matmul_rate(device, dtype, 256 if args.smoke else 8192)
     rows = []

@@ -217,11 +217,16 @@ def test_learning_async_reports_both_schedules_and_the_sync_range():
     assert report["sync_range"] == sorted(report["sync"]["per_seed_final"]) and "met" in report
 
 
-def test_the_gpu_script_profiles_the_engine_and_bare_generate_apart():
+def test_the_gpu_script_profiles_each_path_and_its_bare_baseline_apart():
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / "gpu.py"), "--smoke", "--profile", "--device", "cpu"], capture_output=True, text=True, check=True
     )
-    engine, bare = done.stdout.split("## bare generate")
-    assert "## engine, batch 4, 1 tokens: by host time" in engine
-    for section in (engine, bare):  # each path's own operator table, the model's matrix products in it
+    sections = done.stdout.split("## ")[1:]
+    titles = [section.splitlines()[0] for section in sections]
+    assert titles == [
+        "engine, batch 4, 1 tokens: by host time", "bare generate, batch 4, 1 tokens: by host time",
+        "learner, 4 samples: by host time", "bare passes, 4 samples: by host time",
+    ]  # fmt: skip
+    for section in sections:  # each path's own operator table, the model's matrix products in it
         assert "aten::mm" in section and "Self CPU time total" in section
+    assert all("backward" in section for section in sections[2:]) and not any("backward" in section for section in sections[:2])
