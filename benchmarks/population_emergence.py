@@ -11,6 +11,9 @@ matches a iteration (each run's samples are summed from its events and printed, 
   the snapshots (the average policy fictitious play converges in);
 - ``psro``: against the Nash meta-strategy of the snapshots' empirical payoff matrix; what counts
   is that Nash mixture. Its oracle is one line of training, a snapshot every 5 iterations;
+- ``psro_meet``: ``psro`` whose every new snapshot first plays 256 matches against each other
+  snapshot (``population.meet_matches``, psro_v2's simulations per entry), so that the next solve
+  knows its row; without meetings a snapshot joins once the evaluation scheduler has played it;
 - ``psro_oracles``: PSRO with fresh best-response oracles (``[population.oracle]``): each starts
   from the initial weights with a fresh optimiser and trains against the meta-strategy for at
   most 5 iterations, ending early once its win rate plateaus (2 iterations against the 2 before).
@@ -25,7 +28,7 @@ through ``coevo sweep`` (two at a time by default). Prints a table, then one JSO
 curve's final and best values and each answer's mean final value over the seeds, with its ratio
 to self-play's last iterate.
 
-    python benchmarks/population_emergence.py [--game leduc] [--seeds 0 1] [--iterations 80] [--answers psro_oracles] [--quick]
+    python benchmarks/population_emergence.py [--game leduc] [--seeds 0 1] [--iterations 80] [--answers psro_meet] [--quick]
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ RUNS = {  # each run's settings, and its training matches a iteration as a multi
     "fictitious": ({"population.matchmaker": "fictitious"}, 2),
     "psro": ({"population.matchmaker": "psro"}, 2),
     "psro_oracles": ({"population.matchmaker": "psro", **ORACLES}, 2),
+    "psro_meet": ({"population.matchmaker": "psro", "population.meet_matches": 256}, 2),
 }
 
 
@@ -70,6 +74,8 @@ def answer_of(row) -> str:
     """The run a results row is: PSRO's two kinds share the matchmaker."""
     if row["population.matchmaker"] == "psro" and row.get("population.oracle.start") == "initial":
         return "psro_oracles"
+    if row["population.matchmaker"] == "psro" and row.get("population.meet_matches", 0) > 0:
+        return "psro_meet"
     return row["population.matchmaker"]
 
 

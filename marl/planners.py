@@ -49,3 +49,7 @@ class PopulationPlan:
         pop = self.population
         plans = pop.plans(iteration, self.matches, self.weights, self.seats)
         return plans, pop.evaluation_plans(iteration, self.eval_matches, self.weights, self.seats)
+
+    def meetings(self, iteration: int, matches: int) -> list[MatchPlan]:
+        """Matches for the meta-game's pairs that have never met (a new PSRO snapshot's)."""
+        return self.population.meeting_plans(iteration, matches, self.weights, self.seats) if matches else []

@@ -199,21 +199,32 @@ class Trainer:
             metrics["perf/rollout_tokens_per_s"] = trained / max(rollout_time, 1e-9)
         else:  # the rollouts ran while the last update did: what is left is the time the learners waited
             metrics["perf/rollout_wait_s"] = rollout_time
-        write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
         if isinstance(self.planner, RolePopulations):
             for name in self.planner.due(iteration):
                 self.snapshots.freeze(self.planner.take_snapshot(name, iteration), self.members[name], self.members[name].recipe.config)
             metrics["population/snapshots"] = len(self.planner.snapshots)
         if self.evolution is not None:
             self.evolution.evolve(iteration)
+            episodes += self.meet(iteration)
             self.population.begin_iteration()
             metrics["population/snapshots"] = len(self.population.snapshots)
             metrics.update({f"elo/{n}": self.population.elo[n] for n in self.population.members})
+        write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
         for measure in self.measures:
             metrics.update(measure(self))
         if isinstance(self.evaluation, Opponents):
             self.evaluation.remember(iteration)
         return metrics
+
+    def meet(self, iteration: int) -> list[Episode]:
+        """A new PSRO snapshot's matches against the rest of the meta-game, played and recorded
+        before the next solve reads it (``population.meet_matches``)."""
+        plans = self.planner.meetings(iteration, self.config.population.meet_matches)
+        if not plans:
+            return []
+        met = self.pool.play(plans, self.players({n for p in plans for n in p.seats.values()}))
+        self.population.record(met)
+        return met
 
     def observe(self, episodes: list[Episode], training: list[Episode]) -> dict:
         """What the results change before anyone learns: ratings and payoffs, shaped rewards."""

@@ -68,6 +68,11 @@ class PopulationConfig(Strict):
     )
     opponents: list[str] = Field([], description="fixed members: scripted players by name, never trained")
     eval_matches: int = Field(0, ge=0, description="matches per iteration the evaluation scheduler spends on uncertain pairs")
+    meet_matches: int = Field(
+        0, ge=0, description="PSRO: matches a new snapshot plays against each member of the meta-game as soon as it is "
+        "taken, before the next solve (psro_v2's simulations per entry); 0: the evaluation scheduler plays them, and the "
+        "snapshot joins an iteration later",
+    )  # fmt: skip
     elo_k: float = Field(32.0, gt=0, description="online Elo's K")
     payoff_decay: float = Field(1.0, gt=0, le=1, description="payoff counters decay before each update (AlphaStar: 0.99)")
     league: LeagueConfig = LeagueConfig()
@@ -297,9 +302,15 @@ class RunConfig(TrainConfig):
             raise ValueError("population.size: training needs at least one trainable member")
         if self.population.oracle != OracleConfig() and self.population.matchmaker != "psro":
             raise ValueError("population.oracle: best-response oracles are PSRO's; set population.matchmaker = 'psro'")
-        if self.population.matchmaker == "psro" and self.population.meta_solver != "uniform" and not self.population.eval_matches:
+        population = self.population
+        if population.matchmaker == "psro" and population.meta_solver != "uniform" and not (population.eval_matches or population.meet_matches):
             raise ValueError("population.eval_matches: PSRO solves its meta-game from matches between snapshots, which only "
-                             "the evaluation scheduler plays; set it above 0 (the example plays 16)")  # fmt: skip
+                             "evaluation and meet_matches play; set either above 0 (the example plays 16)")  # fmt: skip
+        if population.meet_matches and population.matchmaker != "psro":
+            raise ValueError("population.meet_matches: meetings fill PSRO's meta-game; set population.matchmaker = 'psro'")
+        if population.meet_matches and self.train.mode != "sync":
+            raise ValueError("population.meet_matches: a snapshot meets the others between iterations, which async "
+                             "training overlaps; set train.mode = 'sync' or use eval_matches")  # fmt: skip
         ranges = self.population.pbt.ranges
         unknown = sorted(set(ranges) - set(type(self.optim).model_fields) - set(SAMPLING_HPARAMS))
         if unknown:

@@ -32,6 +32,7 @@ from populations.payoffs import PayoffTable, uncertain_pairs
 from populations.ratings import Elo, OpenSkill, bradley_terry
 
 EVAL_SALT = 7919  # evaluation matches draw their seeds apart from training matches
+MEET_SALT = 104729  # and meetings apart from both
 
 
 @dataclass
@@ -232,6 +233,19 @@ class Population:
         ordered = [(a, b) if m % 2 == 0 else (b, a) for m, (a, b) in enumerate(pairs)]
         seeds = derive_seeds(len(pairs), self.seed, iteration, EVAL_SALT)
         return _match_plans(ordered, games, seats, rng, seeds, [f"it{iteration}-e{m}" for m in range(len(pairs))])
+
+    def meeting_plans(self, iteration: int, matches: int, games: dict[str, float], seats: dict[str, list[str]]) -> list[MatchPlan]:
+        """``matches`` between each pair of the meta-game's players that has never met, seats
+        alternating: played as soon as a snapshot is taken, so that the next solve knows its row
+        (OpenSpiel's psro_v2 simulates a new policy against every other before it solves)."""
+        names = self._meta_players()
+        _, played = self.payoffs.matrix(names)
+        met = (played + played.T) > 0
+        unmet = [(a, b) for i, a in enumerate(names) for j, b in enumerate(names) if i < j and not met[i, j]]
+        ordered = [(a, b) if m % 2 == 0 else (b, a) for a, b in unmet for m in range(matches)]
+        rng = np.random.default_rng([self.seed, iteration, MEET_SALT])
+        seeds = derive_seeds(len(ordered), self.seed, iteration, MEET_SALT)
+        return _match_plans(ordered, games, seats, rng, seeds, [f"it{iteration}-meet{m}" for m in range(len(ordered))])
 
     # ---- results -------------------------------------------------------------------------------
 

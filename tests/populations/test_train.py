@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from coevo.cli import app
 from marl.episode import read_jsonl
 from marl.hf import adapter_of
+from marl.config import ConfigError
 from marl.learner import MAGNET, trainable_weights
 from marl.members import load_model
 from populations.config import load_run_config
@@ -144,6 +145,35 @@ def test_psro_oracles_start_from_the_initial_weights_and_end_when_they_plateau(t
     assert comparable(events(killed)) == comparable(events(tmp_path / "whole"))
 
 
+@pytest.mark.slow
+def test_a_new_psro_snapshot_meets_every_other_before_the_next_solve(tmp_path):
+    """With ``meet_matches`` and no evaluation matches, each snapshot plays every older one as soon
+    as it is taken (its matches in that iteration's shard), so every pair of the meta-game has
+    been played when it is solved; a killed run resumes exactly."""
+    overrides = [
+        "rollout.matches=16", "rollout.concurrency=16", "checkpoint_every=1", "iterations=3", "population.matchmaker='psro'",
+        "population.snapshot_every=1", "population.eval_matches=0", "population.meet_matches=4",
+    ]  # fmt: skip
+    trainer = Trainer(load_run_config(EXAMPLES / "kuhn_population.toml", overrides), tmp_path / "whole")
+    trainer.run()
+    pop = trainer.population
+    names = list(pop.snapshots)
+    assert names == ["m0@0", "m0@1", "m0@2", "m0@3"]
+    assert all(pop.payoffs.games(a, b) == 4 for i, a in enumerate(names) for b in names[i + 1 :])
+    for iteration, meetings in ((1, 4), (2, 8), (3, 12)):  # the new snapshot against each older one, 4 matches each
+        shard = read_jsonl(tmp_path / "whole" / "episodes" / f"iter_{iteration:06d}.jsonl")
+        assert sum("-meet" in e.match_id for e in shard) == meetings
+    killed = tmp_path / "killed"
+    train_killed_after([str(EXAMPLES / "kuhn_population.toml"), *(a for o in overrides for a in ("--set", o))], killed, iteration=2)
+    assert runner.invoke(app, ["train", "--resume", str(killed), "--quiet"]).exit_code == 0
+    assert comparable(events(killed)) == comparable(events(tmp_path / "whole"))
+
+
+def test_meetings_between_iterations_need_sync_training():
+    with pytest.raises(ConfigError, match="population.meet_matches: .*train.mode = 'sync'"):
+        load_run_config(EXAMPLES / "kuhn_population.toml", ["population={matchmaker='psro', meet_matches=4}", "train.mode='async'"])
+
+
 def test_an_oracle_ends_at_its_budget_or_on_a_plateau():
     config = load_run_config(EXAMPLES / "kuhn_population.toml", [
         "population.matchmaker='psro'", "population.snapshot_every=10", "population.oracle={plateau=2, plateau_tolerance=0.05}"
@@ -190,6 +220,7 @@ def test_a_killed_population_run_resumes_exactly(tmp_path, weights):
         ("advantage.estimator='malt'", "advantage.estimator"),  # task forge's credit: Kuhn has no attempts
         ("population.oracle={start='initial'}", "population.oracle"),  # PSRO's: the example is fictitious play
         ("population={matchmaker='psro', eval_matches=0}", "population.eval_matches"),  # nothing would fill its meta-game
+        ("population.meet_matches=4", "population.meet_matches"),  # PSRO's: the example is fictitious play
     ],
 )
 def test_bad_population_settings_are_one_line_naming_the_field(override, field):
