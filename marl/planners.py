@@ -52,4 +52,4 @@ class PopulationPlan:
 
     def meetings(self, iteration: int, matches: int) -> list[MatchPlan]:
         """Matches for the meta-game's pairs that have never met (a new PSRO snapshot's)."""
-        return self.population.meeting_plans(iteration, matches, self.weights, self.seats) if matches else []
+        return self.population.meeting_plans(iteration, matches, self.weights, self.seats)

@@ -219,7 +219,8 @@ class Trainer:
     def meet(self, iteration: int) -> list[Episode]:
         """A new PSRO snapshot's matches against the rest of the meta-game, played and recorded
         before the next solve reads it (``population.meet_matches``)."""
-        plans = self.planner.meetings(iteration, self.config.population.meet_matches)
+        matches = self.config.population.meet_matches
+        plans = self.planner.meetings(iteration, matches) if matches else []
         if not plans:
             return []
         met = self.pool.play(plans, self.players({n for p in plans for n in p.seats.values()}))

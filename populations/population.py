@@ -239,8 +239,7 @@ class Population:
         alternating: played as soon as a snapshot is taken, so that the next solve knows its row
         (OpenSpiel's psro_v2 simulates a new policy against every other before it solves)."""
         names = self._meta_players()
-        _, played = self.payoffs.matrix(names)
-        met = (played + played.T) > 0
+        met = _met(self.payoffs.matrix(names)[1])
         unmet = [(a, b) for i, a in enumerate(names) for j, b in enumerate(names) if i < j and not met[i, j]]
         ordered = [(a, b) if m % 2 == 0 else (b, a) for a, b in unmet for m in range(matches)]
         rng = np.random.default_rng([self.seed, iteration, MEET_SALT])
@@ -327,13 +326,19 @@ def _with_every_pair_played(games: np.ndarray) -> list[int]:
     Why: an unplayed pair would count as a draw, and a new snapshot that has met nobody is then
     a row of draws, a Nash strategy of any symmetric zero-sum game; the solvers gave it up to all
     the weight for an iteration. OpenSpiel's psro_v2 plays a new policy against every other
-    before it solves; here the solve waits for those matches instead."""
-    met = (games + games.T) > 0
+    before it solves, as ``meet_matches`` does; without meetings the solve waits for the
+    evaluation scheduler's matches instead."""
+    met = _met(games)
     kept: list[int] = []
     for i in range(len(games)):
         if all(met[i, j] for j in kept):
             kept.append(i)
     return kept
+
+
+def _met(games: np.ndarray) -> np.ndarray:
+    """(N, N) games between each pair, either way round, as whether they have met."""
+    return (games + games.T) > 0
 
 
 def _win(mine: float, theirs: float) -> float:
