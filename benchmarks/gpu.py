@@ -100,9 +100,14 @@ def prompts(count: int, length: int) -> list[str]:
     return [(shared[: length // 2] + f" Match {i}: your card is {'JQK'[i % 3]}. " * 40)[:length] for i in range(count)]
 
 
+def sampled_requests(batch: int, new_tokens: int, prompt: int) -> list[Request]:
+    """``batch`` requests at temperature 1, each seeded by its index, on :func:`prompts`."""
+    return [Request(p, Sampling(1.0, 1.0, new_tokens), seed=i) for i, p in enumerate(prompts(batch, prompt))]
+
+
 def generation(policy: HFPolicy, batch: int, new_tokens: int, prompt: int, device: torch.device) -> dict:
     """(a): tokens/s of ``act`` against bare sampling ``generate`` on the same prompts."""
-    requests = [Request(p, Sampling(1.0, 1.0, new_tokens), seed=i) for i, p in enumerate(prompts(batch, prompt))]
+    requests = sampled_requests(batch, new_tokens, prompt)
     warm_up(policy, requests)
     reset_peak(device)
     synchronize(device)
@@ -152,7 +157,7 @@ def profiled_paths(policy: HFPolicy, sizes: dict) -> dict[str, Callable[[], obje
     """The engine and bare generate (the first batch size, a quarter of the tokens), then the
     learner and bare passes, on the inputs their figures time."""
     batch, tokens = sizes["batches"][0], max(1, sizes["new_tokens"] // 4)
-    requests = [Request(p, Sampling(1.0, 1.0, tokens), seed=i) for i, p in enumerate(prompts(batch, sizes["prompt"]))]
+    requests = sampled_requests(batch, tokens, sizes["prompt"])
     ids = policy.encode([r.messages for r in requests])
     samples, config = train_batch(policy, sizes), optim_config(sizes)
     learner = Learner(policy, config)
@@ -250,7 +255,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--smoke", action="store_true", help="every part CPU-sized, to check the script runs")
-    parser.add_argument("--profile", action="store_true", help="only profile the engine and bare generate (first shape, first batch)")
+    parser.add_argument("--profile", action="store_true", help="only profile the engine, bare generate, the learner and bare passes (first shape)")
     args = parser.parse_args()
     device = resolve_device(args.device)
     dtype = resolve_dtype("auto", device)

@@ -16,9 +16,9 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from coevo.cli import app
+from marl.config import ConfigError
 from marl.episode import read_jsonl
 from marl.hf import adapter_of
-from marl.config import ConfigError
 from marl.learner import MAGNET, trainable_weights
 from marl.members import load_model
 from populations.config import load_run_config
