@@ -2,7 +2,9 @@
 
 One ``update`` call = one training iteration: old log-probs are recomputed here (so the first
 inner epoch is exactly REINFORCE with the given advantages: ratio 1, nothing clipped), then
-``epochs`` passes over the batch, each one optimiser step accumulated over micro-batches.
+``epochs`` passes over the batch, each one optimiser step accumulated over micro-batches, or
+``minibatches`` steps, each on a shuffled share of the batch (PPO's minibatches, as CleanRL's: a
+small model learning from scratch needs more steps than one an epoch).
 Micro-batches are bounded by rows (``micro_batch``) and optionally by padded tokens
 (``micro_batch_tokens``); a pass that runs out of device memory starts again with micro-batches of
 half the size (one warning), which the learner then keeps, so no iteration is lost.
@@ -33,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+import numpy as np
 import torch
 from peft import PeftModel
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,6 +55,9 @@ class OptimConfig(BaseModel):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (SPIRAL: 0)")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient-norm clip (SPIRAL: 1.0)")
     epochs: int = Field(2, ge=1, description="inner PPO epochs per iteration (SPIRAL: 2)")
+    minibatches: int = Field(
+        1, ge=1, description="optimiser steps per epoch, each on a shuffled share of the batch (CleanRL: 4; SPIRAL: 1)"
+    )
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range ε (SPIRAL: 0.2)")
     micro_batch: int = Field(32, ge=1, description="samples per forward/backward; gradients accumulate over the batch")
     micro_batch_tokens: int = Field(
@@ -345,9 +351,7 @@ class Learner:
         ref = self._logprobs_by_sample(samples, reference=True) if self._has_reference else None
         stats: dict[str, float] = {}
         for epoch in range(cfg.epochs):
-            sums = self._fitting(samples, lambda chunks: self._accumulate(chunks, old, ref), f"{self.policy.name}: learner step")
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
-            self.optimizer.step()
+            sums, grad_norm = self._epoch(samples, epoch, old, ref)
             if epoch == 0:
                 stats.update({f"{k}/first_epoch" if k.startswith("ppo") else k: v for k, v in sums.items()})
                 stats["policy/grad_norm"] = grad_norm
@@ -363,6 +367,29 @@ class Learner:
         stats["perf/learner_tokens_per_s"] = tokens / (time.perf_counter() - start)
         stats["learner/samples"] = float(len(samples))
         return stats
+
+    def _epoch(self, samples: list[TrainSample], epoch: int, old: dict, ref: dict | None) -> tuple[dict[str, float], float]:
+        """One pass over ``samples``: an optimiser step per minibatch. Returns the pass's loss
+        diagnostics and mean gradient norm, each weighted by the minibatches' shares of the batch."""
+        sums: dict[str, float] = {}
+        grad_norm = 0.0
+        for part in self._minibatches(samples, epoch):
+            share = len(part) / len(samples)
+            part_sums = self._fitting(part, lambda chunks: self._accumulate(chunks, old, ref), f"{self.policy.name}: learner step")
+            grad_norm += share * float(torch.nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm))
+            self.optimizer.step()
+            for key, value in part_sums.items():
+                sums[key] = sums.get(key, 0.0) + share * value
+        return sums, grad_norm
+
+    def _minibatches(self, samples: list[TrainSample], epoch: int) -> list[list[TrainSample]]:
+        """The batch in ``minibatches`` shares of near-equal size, shuffled by a generator seeded
+        with the update's number and the epoch, so that a resumed run draws the same shares."""
+        n = min(self.config.minibatches, len(samples))
+        if n == 1:
+            return [samples]
+        order = np.random.default_rng([self.schedule.last_epoch, epoch]).permutation(len(samples))
+        return [[samples[i] for i in part] for part in np.array_split(order, n)]
 
     @property
     def _kickstarting(self) -> bool:

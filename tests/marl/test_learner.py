@@ -74,3 +74,27 @@ def test_linear_schedule_decays_to_zero_and_resumes():
     resumed.load_state_dict(learner.state_dict())
     lrs += [resumed.update(samples)["optim/lr"] for _ in range(2)]
     assert lrs == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
+
+
+def test_minibatches_step_once_each_on_shares_that_cover_the_batch_and_a_resumed_learner_draws_the_same():
+    def learner_of(config):
+        policy = load_tiny(5)
+        return Learner(policy, config), samples_for(policy, ["bet", "check", "bet", "check", "bet"], [1.0, -1.0, 0.5, -0.5, 0.25])
+
+    config = OptimConfig(epochs=2, minibatches=2, lr=1e-3)
+    learner, samples = learner_of(config)
+    shares = learner._minibatches(samples, 0)
+    assert sorted(map(len, shares)) == [2, 3]
+    assert sorted(id(s) for share in shares for s in share) == sorted(map(id, samples))
+    assert [[id(s) for s in share] for share in shares] != [[id(s) for s in share] for share in learner._minibatches(samples, 1)]
+    learner.update(samples)
+    assert {int(state["step"]) for state in learner.optimizer.state.values()} == {4}  # 2 epochs × 2 minibatches
+    resumed, resumed_samples = learner_of(config)
+    resumed.load_state_dict(learner.state_dict())
+    learner.update(samples)
+    resumed.update(resumed_samples)
+    for a, b in zip(learner.policy.model.parameters(), resumed.policy.model.parameters()):
+        assert torch.equal(a, b)
+    one, one_samples = learner_of(OptimConfig(epochs=2, lr=1e-3))
+    one.update(one_samples)
+    assert {int(state["step"]) for state in one.optimizer.state.values()} == {2}
