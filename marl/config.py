@@ -107,6 +107,10 @@ class LoraSettings(Strict):
 
 class EvalConfig(Strict):
     every: int = Field(10, ge=0, description="evaluate every N iterations; 0 = never")
+    on_start: bool = Field(
+        False,
+        description="evaluate the initial policies too, in the run's start event: where a curve begins (transformers' eval_on_start)",
+    )
     matches: int = Field(32, ge=2, description="matches per opponent (half in each seat)")
     opponents: list[str] = Field(
         ["random", "initial"],

@@ -152,9 +152,10 @@ class Opponents:
             if self._initial is None:
                 self._initial = load_model(self.member.recipe.config, self.name)
             return self._initial, self.member.adapter
-        if name.startswith("past:"):  # the oldest kept: K iterations ago once the run is that old
+        if name.startswith("past:"):  # the oldest kept: K iterations ago once the run is that old; at the start, itself
             past = copy.deepcopy(self.member.policy)
-            load_weights(past.model, self.past[0][1], self.member.adapter)
+            if self.past:
+                load_weights(past.model, self.past[0][1], self.member.adapter)
             return past, self.member.adapter
         return ScriptedPolicy(name, games.scripted_players(game)[name]), None
 

@@ -486,7 +486,10 @@ class Trainer:
         metrics: dict = {}
         try:
             if fresh:
-                log.info("start", kind="start", iteration=0, **self._start_info())
+                start = self._start_info()
+                if self.config.eval.every and self.config.eval.on_start:
+                    start.update(self.evaluate(0))
+                log.info("start", kind="start", iteration=0, **start)
             while self.iteration < self.config.iterations:
                 iteration = self.iteration + 1
                 try:

@@ -135,6 +135,23 @@ def test_a_short_run_writes_the_run_directory(tmp_path):
     assert load_config(tmp_path / "run" / "config.toml") == config
 
 
+def test_on_start_evaluates_the_initial_policies_in_the_start_event_and_leaves_training_alone(tmp_path):
+    config = write(tmp_path, SHORT_KUHN.format(iterations=1))
+    runs = {}
+    for name, overrides in (("plain", ["eval.every=1"]), ("on_start", ["eval.every=1", "eval.on_start=true"])):
+        Trainer(load_config(config, overrides), tmp_path / name).run()
+        runs[name] = events(tmp_path / name)
+    start = runs["on_start"][0]
+    assert start["kind"] == "start"
+    for opponent in ("random", "initial", "past:1"):  # past:1 at the start is the initial policy itself
+        assert f"eval/kuhn_poker/{opponent}/return" in start and f"eval/kuhn_poker/{opponent}/return" not in runs["plain"][0]
+    for name in ("plain", "on_start"):  # the same matches; the update agrees to float rounding (other kernels warmed up)
+        runs[name] = [r for r in runs[name] if r["kind"] == "iteration"]
+    shards = [(tmp_path / name / "episodes" / "iter_000001.jsonl").read_text() for name in ("plain", "on_start")]
+    assert shards[0] == shards[1]
+    assert runs["on_start"][0]["kuhn/exploitability"] == pytest.approx(runs["plain"][0]["kuhn/exploitability"], rel=1e-5)
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_exactly(tmp_path):
     """Killed after iteration 3 (one past the checkpoint at 2) and after 1 (before the first
