@@ -25,7 +25,7 @@ import numpy as np
 import games
 from games import kuhn_analysis
 from games.play import derive_seed
-from games.task_forge.families import FAMILIES, heldout
+from games.task_forge.families import FAMILIES, Task, heldout
 from games.task_forge.players import SkilledExecutor
 from marl.evaluate import kuhn_strategy, move_probabilities, results_against
 from marl.policy import Request, Sampling
@@ -39,6 +39,7 @@ from roles.seat import SeatRole
 
 if TYPE_CHECKING:
     from marl.train import Trainer
+    from populations.config import RunConfig
 
 MAX_TREE = 10**6  # the largest OpenSpiel game whose exploitability is measured every iteration (exact_exploitability)
 EVAL_SEEDS = 10**6  # evaluation matches draw their seeds apart from training matches
@@ -187,14 +188,21 @@ class Opponents:
             self.past.extend(past)
 
 
+def heldout_tasks(config: RunConfig) -> list[Task]:
+    """The run's held-out tasks: ``forge.heldout`` of each family, apart from training's, spread
+    over every difficulty or all at ``forge.heldout_difficulty``."""
+    difficulty = config.forge.heldout_difficulty
+    knobs = None if difficulty is None else (difficulty, difficulty)
+    return [t for family in FAMILIES for t in heldout(family, config.forge.heldout, seed=config.seed + 7919, knobs=knobs)]
+
+
 class Heldout:
     """Each executor's held-out accuracy per family: its unaided success probability (scripted)
     or its share of right answers before any critique (a model, over the held-out tasks)."""
 
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
-        config = trainer.config
-        self.tasks = [t for family in FAMILIES for t in heldout(family, config.forge.heldout, seed=config.seed + 7919)]
+        self.tasks = heldout_tasks(trainer.config)
 
     def __call__(self, iteration: int) -> dict[str, float]:
         out = {}
@@ -233,7 +241,7 @@ class GraphHeldout:
         self.trainer = trainer
         config = trainer.config
         self.game = next(iter(config.games))
-        self.tasks = [t for family in FAMILIES for t in heldout(family, config.forge.heldout, seed=config.seed + 7919)]
+        self.tasks = heldout_tasks(config)
 
     def __call__(self, iteration: int) -> dict[str, float]:
         trainer = self.trainer

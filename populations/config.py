@@ -131,6 +131,11 @@ class ForgeConfig(Strict):
     heldout: int = Field(
         32, ge=1, description="held-out tasks per family for the evaluation of task forge's executors, or of a graph's answer"
     )
+    heldout_difficulty: float | None = Field(
+        None, ge=0, le=1,
+        description="the held-out tasks all at this difficulty (both knobs), where a curriculum keeps a weak learner; "
+        "unset: spread evenly over every difficulty",
+    )  # fmt: skip
     seed_tasks: bool = Field(
         False, description="play a task-family task when the proposer's is invalid, so the other roles still learn"
     )

@@ -8,8 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 from coevo.cli import app
+from games.task_forge.families import FAMILIES
 from marl.episode import read_jsonl
 from marl.estimators import ESTIMATORS
+from marl.evaluators import heldout_tasks
 from marl.hf import adapter_of
 from marl.train import Trainer
 from populations.config import load_run_config
@@ -75,10 +77,20 @@ def test_tiny_models_learn_by_forced_choice_under_multiple_choice(tmp_path):
     assert last["executor/learner/samples"] == 4 * 2 * 2 and last["verifier/learner/samples"] == 4 * 2  # attempts, revisions; verdicts
     assert 0 < last["forge/p_hat"] < 1 and last["task_forge/executor/format"] == 0  # chosen answers are always well formed
     assert 0 <= last["eval/executor/heldout_accuracy"] <= 1
+    start = events(tmp_path / "run")[0]
+    assert start["kind"] == "start" and 0 <= start["eval/executor/heldout_accuracy"] <= 1  # eval.on_start
     episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000002.jsonl")
     for ep in episodes:
         assert ep.outcome["reference"] in ep.outcome["options"] and len(ep.outcome["options"]) == 4
         assert all(t.mode == "choose" and t.candidate_ids for t in ep.turns if t.seat != "proposer")
+
+
+def test_heldout_tasks_spread_over_every_difficulty_or_sit_at_the_one_asked_for():
+    spread = heldout_tasks(load_run_config(EXAMPLES / "task_forge_scripted.toml", ["forge.heldout=8"]))
+    easy = heldout_tasks(load_run_config(EXAMPLES / "task_forge_tiny_choice.toml", ["forge.heldout=8"]))
+    assert len(spread) == len(easy) == 8 * len(FAMILIES)
+    assert {t.knobs for t in easy} == {(0.0, 0.0)}
+    assert len({t.knobs for t in spread}) == 8 and max(sum(t.knobs) for t in spread) > 1.2  # the same 8 points a family
 
 
 def test_each_role_may_be_a_population_whose_members_learn_from_their_own_matches(tmp_path):
