@@ -1,10 +1,10 @@
 """The learner: PPO-clip updates of one policy from turn samples, TRL-style ergonomics.
 
 One ``update`` call = one training iteration: old log-probs are recomputed here (so the first
-inner epoch is exactly REINFORCE with the given advantages: ratio 1, nothing clipped), then
-``epochs`` passes over the batch, each one optimiser step accumulated over micro-batches, or
-``minibatches`` steps, each on a shuffled share of the batch (PPO's minibatches, as CleanRL's: a
-small model learning from scratch needs more steps than one an epoch).
+step is exactly REINFORCE with the given advantages: ratio 1, nothing clipped), then ``epochs``
+passes over the batch, each one optimiser step accumulated over micro-batches, or ``minibatches``
+steps, each on a shuffled share of the batch (PPO's minibatches, as CleanRL's: a small model
+learning from scratch needs more steps than one an epoch; only the first share is then on-policy).
 Micro-batches are bounded by rows (``micro_batch``) and optionally by padded tokens
 (``micro_batch_tokens``); a pass that runs out of device memory starts again with micro-batches of
 half the size (one warning), which the learner then keeps, so no iteration is lost.
