@@ -20,6 +20,7 @@ from pydantic import Field, field_validator, model_validator
 import games
 from games.core import choosable
 from games.task_forge.players import FORGE_PLAYERS
+from games.task_forge.sandbox import Limits
 from marl.config import EstimatorName, LoraSettings, Strict, TrainConfig, load_config, outcome_mismatch
 from marl.players import MODELS, check_hf_model
 from populations.league import LeagueConfig
@@ -152,6 +153,10 @@ class ForgeConfig(Strict):
         "installs it); rlimit opts into the fallback for machines without it, which is NOT a boundary (README, Reliability)",
     )
 
+    def limits(self) -> Limits:
+        """What one player's program may use."""
+        return Limits(cpu_seconds=self.cpu_seconds, wall_seconds=self.wall_seconds)
+
 
 class RunConfig(TrainConfig):
     population: PopulationConfig | None = None
@@ -194,8 +199,13 @@ class RunConfig(TrainConfig):
         return builtin(game.removeprefix("graph/")) if game and game.startswith("graph/") else None
 
     def game_kwargs(self, game: str) -> dict:
-        """What a worker needs to make ``game`` beyond its name: a custom graph's spec."""
-        return {"spec": self.graph.model_dump()} if game == f"graph/{CUSTOM}" else {}
+        """What a worker needs to make ``game`` beyond its name: a custom graph's spec, and where a
+        graph's node runs Python, the sandbox ``[forge]`` sets."""
+        kwargs = {"spec": self.graph.model_dump()} if game == f"graph/{CUSTOM}" else {}
+        spec = self.graph_spec if game.startswith("graph/") else None
+        if spec is not None and any(node.tools for node in spec.nodes.values()):
+            kwargs |= {"sandbox": self.forge.sandbox, "limits": self.forge.limits()}
+        return kwargs
 
     @model_validator(mode="after")
     def _custom_graph_has_its_spec(self) -> RunConfig:

@@ -11,7 +11,10 @@ to networkx as a ``DiGraph`` whose nodes are roles and whose edge ``u → v`` me
   ``\\boxed{accept}``/``\\boxed{reject}`` with a critique, or free ``text``: a plan, a hint, an
   argument), whether it sees the task's reference answer (a teacher does), how many independent
   copies speak at each of its turns (``repeats``: k attempts, N debaters), and whether its answer
-  is the graph's outcome (``scored``; by default the answering nodes nobody follows).
+  is the graph's outcome (``scored``; by default the answering nodes nobody follows), and how many
+  Python runs it may make in a turn before it speaks (``tools``: AgentFlow's executor runs its
+  tool command, Agent0's executor loops over a Python tool), each run in the sandbox with its
+  output shown back.
 - An **edge** may be conditional: ``when = "wrong"`` (the source's answer was wrong: a teacher
   only after a wrong answer), ``"correct"``, ``"rejected"`` or ``"accepted"`` (the verdict the
   source gave). An edge that closes a loop carries ``rounds = N``, the most times it is followed:
@@ -42,6 +45,9 @@ class Node(BaseModel):
     reference: bool = Field(False, description="sees the task's reference answer (a teacher)")
     repeats: int = Field(1, ge=1, description="copies that speak at each of its turns (k attempts, N debaters)")
     scored: bool = Field(False, description="its answer is the graph's outcome (default: answering nodes nobody follows)")
+    tools: int = Field(
+        0, ge=0, description="Python runs it may make in a turn before it speaks: a ```python block runs in the sandbox"
+    )
 
 
 class Edge(BaseModel):
@@ -139,13 +145,13 @@ BUILTIN: dict[str, dict] = {
         },
         "edges": [*_chain("generator", "verifier", "refiner"), {"source": "generator", "target": "refiner"}],
     },
-    # AgentFlow (§3.1): the planner sets the next sub-goal, the executor carries it out, the
-    # verifier says stop or continue (at most 3 steps, training's TOOL_STEPS: 2 more after the
-    # first), then the generator answers.
+    # AgentFlow (§3.1): the planner sets the next sub-goal, the executor carries it out (one tool
+    # command run, here Python, then its result), the verifier says stop or continue (at most 3
+    # steps, training's TOOL_STEPS: 2 more after the first), then the generator answers.
     "agentflow": {
         "nodes": {
             "planner": {"brief": "Plan the next step towards solving the task, in one or two sentences.", "output": "text"},
-            "executor": {"brief": "Carry out the planner's step and report its result.", "output": "text"},
+            "executor": {"brief": "Carry out the planner's step and report its result.", "output": "text", "tools": 1},
             "verifier": {"brief": "Is the task solved by the steps so far? Accept to stop, reject to continue. "
                                   "One sentence, then \\boxed{accept} or \\boxed{reject}.", "output": "verdict"},
             "generator": {"brief": "Give the task's answer from the steps so far. End with \\boxed{ANSWER}."},

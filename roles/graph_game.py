@@ -22,12 +22,19 @@ spoken, then its brief. What a turn fails to say is judged inside the game, as i
 answer without ``\\boxed{}`` or a verdict that is neither accept nor reject is an invalid turn
 with its reason (a verdict that cannot be read fires no conditional edge), and the match goes on.
 
+A node with ``tools = T`` may run Python before it speaks, as task forge's executor does: a turn
+with a ```` ```python ```` block and none of the node's output (no answer or verdict; any such
+turn of a text node) runs the block in the sandbox while the seat has runs left in this turn of
+its node, and the seat moves again, seeing the code and its output. Whoever sees the node sees
+its runs too (AgentFlow's memory keeps each step's command and result).
+
 Every seat earns the share of scored answers that are correct, when the match ends: the joint
 outcome MALT and AgentFlow broadcast to every role. How each node's turns are credited from it is
 the trainer's choice; the outcome gives each turn its **value**, MALT's value propagation
 (``docs/research/roles.md`` §2.2) over the turns as played: a scored seat's last answer is worth
 its correctness (1 or 0), any other turn the mean value of the later turns that saw it (its
-children in the unrolled graph), and a turn no later turn saw is worth the match's outcome.
+children in the unrolled graph), and a turn no later turn saw is worth the match's outcome. A
+Python run is worth what the seat then said: the run is part of that turn's work.
 """
 
 from __future__ import annotations
@@ -39,11 +46,13 @@ import numpy as np
 
 from games.core import GameInfo, Parsed, Rules, TextGameEnv
 from games.task_forge.families import FAMILIES, Task, answers_match, generate
+from games.task_forge.sandbox import Limits, players_sandbox, tool_run
 from roles.forge import ForgeRole
-from roles.formats import read_answer, read_verdict
+from roles.formats import python_block, read_answer, read_verdict
 from roles.graph import GraphSpec, builtin
 
 FORMS = {"answer": ["\\boxed{ANSWER}"], "verdict": ["\\boxed{accept}", "\\boxed{reject}"], "text": ["free text"]}
+RUN_FORM = "```python CODE```"
 UNREAD = {"answer": "no \\boxed{ANSWER} in the output", "verdict": "no \\boxed{accept} or \\boxed{reject} in the output"}
 VERDICT_OF = {"accepted": "accept", "rejected": "reject"}
 SHOWN_CHARS = 1500  # of one earlier turn, in a later seat's view
@@ -63,6 +72,7 @@ class Turn:
     text: str
     read: str | None  # the answer or verdict read from the text; None for free text or when unread
     began: int  # how many turns were spoken when its node's turn began: it saw those
+    ran: str | None = None  # a Python run: its code and output as shown; None for a turn that spoke
 
 
 class GraphGame(Rules):
@@ -72,15 +82,20 @@ class GraphGame(Rules):
 
     def __init__(
         self, rng: np.random.Generator, spec: GraphSpec, name: str = "custom", families: tuple[str, ...] = FAMILIES,
-        task: Task | None = None,
+        task: Task | None = None, sandbox: str = "bwrap", limits: Limits | None = None,
     ):  # fmt: skip
+        """``sandbox`` and ``limits``: where and under what limits the Python of nodes with
+        ``tools`` runs (task forge's; made only when a node has tools)."""
         self.spec, self.graph, forward = spec, spec.graph(), spec.forward()
         self.node_of = node_of_seat(spec)
         self.scored = set(spec.scored())
         seats = tuple(self.node_of)
         self.order = list(nx.lexicographical_topological_sort(forward, key=list(spec.nodes).index))
         caps = sum(e.rounds or 0 for e in spec.edges)
-        self.info = GameInfo(f"graph_{name}", 1, seats, False, 0.0, 1.0, len(seats) * (1 + caps))
+        per_round = sum(1 + spec.nodes[node].tools for node in self.node_of.values())
+        self.info = GameInfo(f"graph_{name}", 1, seats, False, 0.0, 1.0, per_round * (1 + caps))
+        self.runs_code = any(node.tools for node in spec.nodes.values())
+        self.sandbox = players_sandbox(limits, sandbox) if self.runs_code else None
         self.rules_text = (
             f"You are one of the roles of the {name} graph: {', '.join(spec.nodes)}. Each role sees the task and what"
             " the roles before it said, then does its part. The answer of the last role is graded."
@@ -111,7 +126,15 @@ class GraphGame(Rules):
         return self.info.seats.index(self._queue[0]) if self._queue else None
 
     def legal_moves(self) -> list[str]:
-        return list(FORMS[self.spec.nodes[self._speaking].output]) if self._queue else []
+        if not self._queue:
+            return []
+        node = self.spec.nodes[self._speaking]
+        return [*FORMS[node.output], *([RUN_FORM] if self._runs_left() else [])]
+
+    def _runs_left(self) -> int:
+        """Python runs the seat to move has left in this turn of its node."""
+        seat = self._queue[0]
+        return self.spec.nodes[self._speaking].tools - sum(t.seat == seat for t in self.turns[self._began :] if t.ran)
 
     def parse(self, text: str, lenient: bool = False) -> Parsed:
         """Every text is a turn; what it fails to say is judged in the game (see the module docstring)."""
@@ -128,7 +151,14 @@ class GraphGame(Rules):
     def apply(self, move: str) -> list[float]:
         node, output = self._speaking, self.spec.nodes[self._speaking].output
         read = read_answer(move) if output == "answer" else read_verdict(move) if output == "verdict" else None
+        code = python_block(move) if read is None else None
+        if code is not None and self._runs_left():
+            self._flaw = ""
+            self.turns.append(Turn(node, self._queue[0], move, None, self._began, ran=tool_run(self.sandbox, code)))
+            return [0.0] * len(self.info.seats)
         self._flaw = UNREAD[output] if output != "text" and read is None else ""
+        if self._flaw and code is not None:
+            self._flaw += f", and no Python runs left ({self.spec.nodes[node].tools} allowed)"
         self.turns.append(Turn(node, self._queue.pop(0), move, read, self._began))
         if self._queue:
             return [0.0] * len(self.info.seats)
@@ -166,10 +196,13 @@ class GraphGame(Rules):
 
     def seen(self, seat: int) -> list[Turn]:
         """The turns ``seat`` sees: its own node's and its predecessors', those spoken before its
-        node's turn began if it is speaking now."""
-        node = self.node_of[self.info.seats[seat]]
+        node's turn began if it is speaking now, and then its own Python runs of this turn."""
+        name = self.info.seats[seat]
+        node = self.node_of[name]
         sees = {node, *self.graph.predecessors(node)}
-        return [t for t in (self.turns[: self._began] if node == self._speaking else self.turns) if t.node in sees]
+        if node != self._speaking:
+            return [t for t in self.turns if t.node in sees]
+        return [t for t in self.turns[: self._began] if t.node in sees] + [t for t in self.turns[self._began :] if t.seat == name]
 
     def view(self, seat: int) -> str:
         name = self.info.seats[seat]
@@ -179,12 +212,15 @@ class GraphGame(Rules):
         if spec.reference:
             lines.append(f"Reference answer: {self.task.answer}")
         for turn in self.seen(seat):
-            lines.append(f"{'You' if turn.seat == name else turn.seat} said: {turn.text[:SHOWN_CHARS]}")
+            who = "You" if turn.seat == name else turn.seat
+            lines.append(f"{who} ran Python:\n{turn.ran}" if turn.ran else f"{who} said: {turn.text[:SHOWN_CHARS]}")
         lines.append(f"You are the {node}. {spec.brief}")
+        if spec.tools and self._queue and name == self._queue[0]:
+            lines.append(f"To run Python first, reply with one ```python block; its output comes back. Runs left: {self._runs_left()}.")
         return "\n".join(lines)
 
     def render(self) -> str:
-        said = "\n".join(f"{t.seat}: {t.text[:80]!r} -> {t.read!r}" for t in self.turns)
+        said = "\n".join(f"{t.seat}: {t.text[:80]!r} -> {t.ran[-80:] if t.ran else t.read!r}" for t in self.turns)
         return f"task ({self.task.family}): {self.task.statement}\nanswer: {self.task.answer}\n{said}"
 
     def outcome(self) -> dict:
@@ -197,6 +233,7 @@ class GraphGame(Rules):
             "answer": self.task.answer,
             "turns": [(t.seat, t.read) for t in self.turns],
             "loops": {f"{u}->{v}": n for (u, v), n in self.loops_taken.items()},
+            "python_runs": {n: sum(t.node == n and bool(t.ran) for t in self.turns) for n, v in self.spec.nodes.items() if v.tools},
             "correct_share": share,
             "values": self._values(right, share),
             "began": [t.began for t in self.turns],
@@ -213,10 +250,16 @@ class GraphGame(Rules):
             if i in leaves:
                 values[i] = leaves[i]
                 continue
-            node = self.turns[i].node
+            turn = self.turns[i]
+            if turn.ran:  # worth the turn it was part of: the seat's next that spoke
+                said = next((j for j in range(i + 1, len(self.turns)) if self.turns[j].seat == turn.seat and not self.turns[j].ran), None)
+                values[i] = share if said is None else values[said]
+                continue
+            node = turn.node
             children = [
                 j for j in range(i + 1, len(self.turns))
-                if self.turns[j].began > i and (self.turns[j].node == node or self.graph.has_edge(node, self.turns[j].node))
+                if self.turns[j].began > i and not self.turns[j].ran
+                and (self.turns[j].node == node or self.graph.has_edge(node, self.turns[j].node))
             ]  # fmt: skip
             values[i] = float(np.mean([values[j] for j in children])) if children else share
         return values
@@ -225,7 +268,8 @@ class GraphGame(Rules):
 def graph_metrics(played: list) -> dict[str, float]:
     """An iteration's matches of a run's graph (played ``Episode`` records): its accuracy (the
     scored answers' share right), model calls per match, and per node its invalid rate, response
-    length and mean turn value (the credit MALT's propagation gives it). Named ``graph/…``
+    length and mean turn value (the credit MALT's propagation gives it), and a node with tools its
+    Python runs per match. Named ``graph/…``
     whichever graph it is (a run plays one), so that a sweep over graphs compares one metric."""
     out = {
         "graph/accuracy": float(np.mean([ep.outcome["correct_share"] for ep in played])),
@@ -239,6 +283,8 @@ def graph_metrics(played: list) -> dict[str, float]:
         out[f"graph/{node}/invalid_rate"] = float(np.mean([not t.valid for t, _ in turns]))
         out[f"graph/{node}/response_tokens"] = float(np.mean([len(t.completion_ids) for t, _ in turns]))
         out[f"graph/{node}/value"] = float(np.mean([v for _, v in turns]))
+    for node in played[0].outcome["python_runs"] if played else ():
+        out[f"graph/{node}/python_runs"] = float(np.mean([ep.outcome["python_runs"][node] for ep in played]))
     return out
 
 

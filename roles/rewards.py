@@ -46,7 +46,6 @@ from typing import Literal
 import numpy as np
 
 from games.task_forge.players import task_label
-from games.task_forge.sandbox import Limits
 from marl.credit import task_filter
 from roles.forge import GAME
 
@@ -333,7 +332,7 @@ def game_kwargs(config) -> dict:
     forge = config.forge
     return {
         "attempts": forge.attempts, "tool_calls": forge.tool_calls, "proposer_tool_calls": forge.proposer_tool_calls,
-        "teacher": "teacher" in config.roles, "limits": Limits(cpu_seconds=forge.cpu_seconds, wall_seconds=forge.wall_seconds),
+        "teacher": "teacher" in config.roles, "limits": forge.limits(),
         "reward_fn": partial(forge_rewards, config=config.reward_config), "seed_tasks": forge.seed_tasks,
         "sandbox": forge.sandbox, "choices": forge.choices,
     }  # fmt: skip

@@ -54,7 +54,7 @@ from typing import Literal
 import numpy as np
 
 from games.core import GameInfo, Parsed, Rules
-from games.task_forge.sandbox import Limits, Sandbox, SandboxUnavailable
+from games.task_forge.sandbox import Limits, players_sandbox, tool_run
 from games.task_forge.families import FAMILIES, Task, answers_match, distractors, generate, normalize_answer
 from roles.formats import CHOICE_INSTRUCTIONS, INSTRUCTIONS, MOVE_FORMS, python_block, read_answer, read_submission, read_verdict
 
@@ -63,7 +63,6 @@ TEACHER = "teacher"
 ANSWER_MAX_CHARS = 200  # a reference answer longer than this makes an invalid task
 HINT_MAX_CHARS = 500
 CRITIQUE_MAX_CHARS = 400
-TOOL_OUTPUT_SHOWN = 600  # characters of a tool run's output fed back to the player
 
 RULES_TEXT = " ".join("""You are playing task forge, a game of four roles. The proposer writes a task
 with a Python program that prints its answer; the executor solves the task, running Python if it
@@ -141,12 +140,7 @@ class TaskForge(Rules):
         self.k, self.tool_calls, self.proposer_tool_calls, self.teacher = attempts, tool_calls, proposer_tool_calls, teacher
         self.choices = choices
         self.options: list[str] = []  # with choices: what the executor picks among, in the order shown
-        try:
-            self.sandbox = Sandbox(limits or Limits(), backend=sandbox)
-        except SandboxUnavailable as err:  # say how to opt out where task forge is configured
-            raise SandboxUnavailable(
-                f"{err} In task forge: [forge] sandbox = \"rlimit\" in a run config, --option sandbox=rlimit in coevo match."
-            ) from None
+        self.sandbox = players_sandbox(limits, sandbox)
         self.reward_fn = reward_fn
         self.rng, self.seed_tasks, self.seeded = rng, seed_tasks, False
         self.phase = "propose"
@@ -207,17 +201,11 @@ class TaskForge(Rules):
         shaped = self.reward_fn(self.outcome())
         return [sum(shaped.get(seat, {}).values()) for seat in self.info.seats]
 
-    def _run(self, code: str) -> str:
-        """Run a player's code in the sandbox; what it printed (or why it failed), trimmed, to show back."""
-        result = self.sandbox.run(code)
-        shown = result.stdout if result.ok else f"{result.stdout}\n[{result.reason}]".strip()
-        return shown[:TOOL_OUTPUT_SHOWN]
-
     def _propose(self, text: str) -> None:
         code = python_block(text)
         submission = read_submission(text)
         if submission is None and code is not None and len(self.proposer_transcript) < self.proposer_tool_calls:
-            self.proposer_transcript.append(f"```python\n{code}\n```\nOutput:\n{self._run(code)}")
+            self.proposer_transcript.append(tool_run(self.sandbox, code))
             return
         if submission is None:
             self._end_invalid("no <task>…</task> and <program>…</program> in the proposal")
@@ -283,7 +271,7 @@ class TaskForge(Rules):
             return answer, "", False
         code = python_block(text)
         if code is not None and calls_made < self.tool_calls:
-            self.current.transcript.append(f"```python\n{code}\n```\nOutput:\n{self._run(code)}")
+            self.current.transcript.append(tool_run(self.sandbox, code))
             return None, "", True
         if code is not None:
             return None, f"no tool calls left ({self.tool_calls} allowed) and no \\boxed{{answer}}", False

@@ -282,6 +282,29 @@ def available_backends() -> list[str]:
 _fallback_warned = threading.Lock()  # taken, and never given back, by the first rlimit run: one warning per process
 
 
+TOOL_OUTPUT_SHOWN = 600  # characters of a player's run fed back to it
+
+
+def players_sandbox(limits: Limits | None, backend: Literal["bwrap", "rlimit"]) -> Sandbox:
+    """The sandbox a game runs its players' code in; without bubblewrap the error also says how a
+    run config and ``coevo match`` opt into the fallback, where a user meets it."""
+    try:
+        return Sandbox(limits or Limits(), backend=backend)
+    except SandboxUnavailable as err:
+        raise SandboxUnavailable(
+            f"{err} In task forge and graph nodes with tools: [forge] sandbox = \"rlimit\" in a run config, "
+            "--option sandbox=rlimit in coevo match."
+        ) from None
+
+
+def tool_run(sandbox: Sandbox, code: str) -> str:
+    """Run a player's code; the code and what it printed (or why it failed, trimmed), as the
+    player is shown it back."""
+    result = sandbox.run(code)
+    shown = result.stdout if result.ok else f"{result.stdout}\n[{result.reason}]".strip()
+    return f"```python\n{code}\n```\nOutput:\n{shown[:TOOL_OUTPUT_SHOWN]}"
+
+
 def _warn_about_the_fallback() -> None:
     if _fallback_warned.acquire(blocking=False):
         warnings.warn(FALLBACK_WARNING, SandboxFallbackWarning, stacklevel=3)  # 3: the caller of Sandbox.run

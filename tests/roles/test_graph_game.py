@@ -1,5 +1,6 @@
 """Orchestration graphs played as PettingZoo games: the checkers, and golden turn orders and views."""
 
+import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -243,3 +244,54 @@ def test_the_trainer_plays_and_trains_every_node_of_a_graph(tmp_path):
     assert it["graph/calls_per_match"] == 7 and 0 <= it["graph/accuracy"] <= 1
     episodes = read_jsonl(tmp_path / "run" / "episodes" / "iter_000001.jsonl")
     assert all([t.seat for t in e.turns] == [*DEBATE_ORDER, "judge"] for e in episodes)
+
+
+def python(code: str) -> str:
+    return f"Let me check.\n```python\n{code}\n```"
+
+
+def test_agentflows_executor_runs_its_step_in_python_and_everyone_after_sees_the_run():
+    env = graph_env("agentflow")
+    env.reset(seed=1)
+    said = iter(["plan: multiply", python("print(6 * 7)"), python("print(1)"), "\\boxed{accept}", "\\boxed{42}"])
+    seen = views_while_playing(env, lambda seat, rules: next(said))
+    rules = env.unwrapped.rules
+    run = "```python\nprint(6 * 7)\n```\nOutput:\n42"
+    assert [t.seat for t in rules.turns] == ["planner", "executor", "executor", "verifier", "generator"]
+    first, second = seen["executor"]
+    assert first.endswith("Runs left: 1.") and "ran Python" not in first
+    assert f"You ran Python:\n{run}" in second and second.endswith("Runs left: 0.")
+    assert f"executor ran Python:\n{run}" in seen["verifier"][0] and f"executor ran Python:\n{run}" in seen["generator"][0]
+    assert "executor said: Let me check.\n```python\nprint(1)" in seen["generator"][0], "no runs left: the block is the report"
+    assert rules.outcome()["python_runs"] == {"executor": 1}
+
+
+TOOLED = GraphSpec.model_validate({"nodes": {"solver": {"brief": "Solve it.", "tools": 2}}})
+
+
+def test_an_answering_node_runs_python_until_its_runs_are_spent_and_then_must_answer():
+    env = graph_env(TOOLED)
+    env.reset(seed=4)
+    rules = env.unwrapped.rules
+    assert rules.legal_moves() == ["\\boxed{ANSWER}", "```python CODE```"]
+    env.step(python("print(sum(range(5)))"))
+    env.step(python("import os\nprint(os.getpid())"))
+    assert rules.turns[-1].ran.split("Output:\n")[1].strip() != str(os.getpid()), "the code ran in the sandbox, not here"
+    assert rules.turns[0].ran.endswith("Output:\n10\n")
+    assert rules.legal_moves() == ["\\boxed{ANSWER}"] and env.agent_selection == "solver"
+    env.step(python("print(3)"))
+    assert env.infos["solver"]["reason"] == "no \\boxed{ANSWER} in the output, and no Python runs left (2 allowed)"
+    assert all(env.terminations.values()) and rules.outcome()["python_runs"] == {"solver": 2}
+
+
+def test_a_python_run_is_worth_the_turn_it_led_to():
+    """malt with a generator that runs Python once: its run is worth what the generator then
+    said, which the refiner's right answer values at 1."""
+    spec = BUILTIN["malt"] | {"nodes": BUILTIN["malt"]["nodes"] | {"generator": {"brief": "Solve.", "tools": 1}}}
+    env = graph_env(GraphSpec.model_validate(spec))
+    env.reset(seed=2)
+    answer = env.unwrapped.rules.task.answer
+    said = iter([python("print(1)"), boxed("0"), "Off.", boxed(answer)])
+    play(env, lambda seat, rules: next(said))
+    assert env.unwrapped.rules.outcome()["values"] == [1.0, 1.0, 1.0, 1.0]
+    assert env.unwrapped.rules.outcome()["began"] == [0, 0, 2, 3]

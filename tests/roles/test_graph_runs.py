@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import games
+from games.task_forge.sandbox import Limits
 from marl.config import ConfigError
 from marl.episode import read_jsonl
 from marl.estimators import ESTIMATORS, graph_credit
@@ -40,6 +42,17 @@ def test_a_builtin_graph_is_the_runs_game(tmp_path):
     loaded = config(tmp_path, 'graph = "malt"\n')
     assert loaded.games == {"graph/malt": 1.0} and list(loaded.graph_spec.nodes) == ["generator", "verifier", "refiner"]
     assert config(tmp_path, PLANNED).games == {"graph/custom": 1.0}
+
+
+
+def test_a_graph_whose_node_runs_python_gets_the_sandbox_forge_sets_and_others_none(tmp_path):
+    loaded = config(tmp_path, 'graph = "agentflow"\n[forge]\nsandbox = "rlimit"\ncpu_seconds = 1.0\n')
+    assert loaded.game_kwargs("graph/agentflow") == {"sandbox": "rlimit", "limits": Limits(cpu_seconds=1.0, wall_seconds=5.0)}
+    env = games.make("graph/agentflow", **loaded.game_kwargs("graph/agentflow"))
+    env.reset(seed=0)
+    assert env.unwrapped.rules.sandbox.backend == "rlimit" and env.unwrapped.rules.sandbox.limits.cpu_seconds == 1.0
+    assert config(tmp_path, 'graph = "malt"\n').game_kwargs("graph/malt") == {}, "no node runs Python: no sandbox"
+    assert set(config(tmp_path, PLANNED).game_kwargs("graph/custom")) == {"spec"}
 
 
 @pytest.mark.parametrize(
