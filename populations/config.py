@@ -165,7 +165,7 @@ class RunConfig(TrainConfig):
     )
     graph: str | GraphSpec | None = Field(
         None,
-        description="an orchestration graph to play (roles.graph): a built-in's name (solo, malt, agentflow, debate) or "
+        description="an orchestration graph to play (roles.graph): a built-in's name (solo, malt, agentflow, debate, agent0) or "
         "a table of nodes and edges; the run's game is then graph/<name> (graph/custom for a table), so leave games out",
     )
     forge: ForgeConfig = ForgeConfig()
@@ -200,11 +200,13 @@ class RunConfig(TrainConfig):
 
     def game_kwargs(self, game: str) -> dict:
         """What a worker needs to make ``game`` beyond its name: a custom graph's spec, and where a
-        graph's node runs Python, the sandbox ``[forge]`` sets."""
+        graph runs players' code (Python, a written task's program), what ``[forge]`` sets for it."""
         kwargs = {"spec": self.graph.model_dump()} if game == f"graph/{CUSTOM}" else {}
         spec = self.graph_spec if game.startswith("graph/") else None
-        if spec is not None and any(node.tools for node in spec.nodes.values()):
+        if spec is not None and spec.runs_code():
             kwargs |= {"sandbox": self.forge.sandbox, "limits": self.forge.limits()}
+        if spec is not None and spec.writer():
+            kwargs["seed_tasks"] = self.forge.seed_tasks
         return kwargs
 
     @model_validator(mode="after")

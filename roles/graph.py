@@ -8,8 +8,10 @@ to networkx as a ``DiGraph`` whose nodes are roles and whose edge ``u → v`` me
 ``u``'s output.
 
 - A **node** is a role: its brief, what it writes (an ``answer`` in ``\\boxed{}``, a ``verdict``
-  ``\\boxed{accept}``/``\\boxed{reject}`` with a critique, or free ``text``: a plan, a hint, an
-  argument), whether it sees the task's reference answer (a teacher does), how many independent
+  ``\\boxed{accept}``/``\\boxed{reject}`` with a critique, free ``text``: a plan, a hint, an
+  argument, or the match's ``task``: a proposer's ``<task>`` and the ``<program>`` that prints its
+  answer, as in task forge; a graph has at most one such node, it speaks first and nothing comes
+  into it), whether it sees the task's reference answer (a teacher does), how many independent
   copies speak at each of its turns (``repeats``: k attempts, N debaters), and whether its answer
   is the graph's outcome (``scored``; by default the answering nodes nobody follows), and how many
   Python runs it may make in a turn before it speaks (``tools``: AgentFlow's executor runs its
@@ -32,7 +34,7 @@ from typing import Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Output = Literal["answer", "verdict", "text"]
+Output = Literal["answer", "verdict", "text", "task"]
 Condition = Literal["always", "correct", "wrong", "accepted", "rejected"]
 NEEDS = {"correct": "answer", "wrong": "answer", "accepted": "verdict", "rejected": "verdict"}  # what the source writes
 
@@ -41,7 +43,9 @@ class Node(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     brief: str = Field(description="the role's instruction: who it is and what to do")
-    output: Output = Field("answer", description="answer: \\boxed{ANSWER}; verdict: \\boxed{accept|reject}; text")
+    output: Output = Field(
+        "answer", description="answer: \\boxed{ANSWER}; verdict: \\boxed{accept|reject}; text; task: <task>…</task> <program>…</program>"
+    )
     reference: bool = Field(False, description="sees the task's reference answer (a teacher)")
     repeats: int = Field(1, ge=1, description="copies that speak at each of its turns (k attempts, N debaters)")
     scored: bool = Field(False, description="its answer is the graph's outcome (default: answering nodes nobody follows)")
@@ -81,6 +85,15 @@ class GraphSpec(BaseModel):
             needed = NEEDS.get(edge.when)
             if needed and self.nodes[edge.source].output != needed:
                 raise ValueError(f"edges[{i}]: when = {edge.when!r} needs {edge.source!r} to have output = {needed!r}")
+        writers = [name for name, node in self.nodes.items() if node.output == "task"]
+        if len(writers) > 1:
+            raise ValueError(f"nodes {', '.join(writers)} all write the task: a match has one")
+        for i, edge in enumerate(self.edges):
+            if edge.target in writers:
+                raise ValueError(f"edges[{i}]: {edge.source} -> {edge.target}: the task's writer speaks first; nothing comes into it")
+        for name in writers:
+            if self.nodes[name].repeats > 1:
+                raise ValueError(f"node {name!r} writes the task: one copy, not repeats = {self.nodes[name].repeats}")
         forward = self.forward()
         try:
             cycle = nx.find_cycle(forward)
@@ -125,12 +138,24 @@ class GraphSpec(BaseModel):
         forward = self.forward()
         return [n for n in forward if forward.out_degree(n) == 0 and self.nodes[n].output == "answer"]
 
+    def runs_code(self) -> bool:
+        """Whether a match runs players' code in the sandbox: a node's Python, or a task's program."""
+        return any(node.tools or node.output == "task" for node in self.nodes.values())
+
+    def writer(self) -> str | None:
+        """The node that writes the match's task, if one does (else the task is drawn)."""
+        return next((name for name, node in self.nodes.items() if node.output == "task"), None)
+
 
 def _chain(*names: str) -> list[dict]:
     return [{"source": a, "target": b} for a, b in zip(names, names[1:])]
 
 
 SOLVE = "Solve the task exactly. End with \\boxed{ANSWER}."
+PROPOSE = (
+    "Write a task with one exact answer: reply with <task>THE TASK, SAYING IN WHAT FORM TO ANSWER</task> and "
+    "<program>PYTHON CODE THAT PRINTS THE ANSWER</program>."
+)
 
 # Each anchor's turn structure (docs/research/roles.md), as a graph spec.
 BUILTIN: dict[str, dict] = {
@@ -172,6 +197,17 @@ BUILTIN: dict[str, dict] = {
             "judge": {"brief": "Read the debate and give the final answer. End with \\boxed{ANSWER}."},
         },
         "edges": [{"source": "debater", "target": "debater", "rounds": 1}, {"source": "debater", "target": "judge"}],
+    },
+    # Agent0 (§1): the curriculum agent writes a task (here its program prints the answer), the
+    # executor answers it k = 4 times independently, each with a tool loop of up to 4 turns (3
+    # Python runs, then the answer); every answer is graded, and the writer is worth the
+    # uncertainty reward of their share right.
+    "agent0": {
+        "nodes": {
+            "proposer": {"brief": PROPOSE, "output": "task", "tools": 4},
+            "executor": {"brief": SOLVE, "repeats": 4, "tools": 3},
+        },
+        "edges": _chain("proposer", "executor"),
     },
 }  # fmt: skip
 

@@ -2,7 +2,11 @@
 
 ``graph_env("malt")`` (or any :class:`roles.graph.GraphSpec`) is a PettingZoo AEC env served by
 :class:`games.core.TextGameEnv`, so it passes the same checkers as every game. One match is one
-task, drawn from the task forge families with the env's seed.
+task, drawn from the task forge families with the env's seed, or written by the graph's task node
+(a proposer) as in task forge: its program runs twice in the sandbox and prints the reference
+answer, and a task that fails those checks is invalid, with its reason, and ends the match (or,
+with ``seed_tasks``, the others play a drawn task instead). Nobody else sees what the writer
+wrote but the task's statement; a held-out task given to the env skips the writer.
 
 Turn order, with loops unrolled to their caps:
 
@@ -34,7 +38,10 @@ the trainer's choice; the outcome gives each turn its **value**, MALT's value pr
 (``docs/research/roles.md`` §2.2) over the turns as played: a scored seat's last answer is worth
 its correctness (1 or 0), any other turn the mean value of the later turns that saw it (its
 children in the unrolled graph), and a turn no later turn saw is worth the match's outcome. A
-Python run is worth what the seat then said: the run is part of that turn's work.
+Python run is worth what the seat then said: the run is part of that turn's work. The task's
+writer is worth Agent0's uncertainty reward, 1 − 2·|p̂ − ½| with p̂ the match's share of scored
+answers right (0 for an invalid task): a task every solver gets right, or none does, teaches
+nothing (``docs/research/roles.md`` §1.2).
 """
 
 from __future__ import annotations
@@ -46,15 +53,25 @@ import numpy as np
 
 from games.core import GameInfo, Parsed, Rules, TextGameEnv
 from games.task_forge.families import FAMILIES, Task, answers_match, generate
+from games.task_forge.players import task_knobs
+from games.task_forge.proposals import checked_task
 from games.task_forge.sandbox import Limits, players_sandbox, tool_run
 from roles.forge import ForgeRole
-from roles.formats import python_block, read_answer, read_verdict
+from roles.formats import python_block, read_answer, read_submission, read_verdict
+from roles.rewards import uncertainty_reward
 from roles.graph import GraphSpec, builtin
 
-FORMS = {"answer": ["\\boxed{ANSWER}"], "verdict": ["\\boxed{accept}", "\\boxed{reject}"], "text": ["free text"]}
+FORMS = {
+    "answer": ["\\boxed{ANSWER}"], "verdict": ["\\boxed{accept}", "\\boxed{reject}"], "text": ["free text"],
+    "task": ["<task>TASK</task> <program>CODE</program>"],
+}  # fmt: skip
 RUN_FORM = "```python CODE```"
-UNREAD = {"answer": "no \\boxed{ANSWER} in the output", "verdict": "no \\boxed{accept} or \\boxed{reject} in the output"}
+UNREAD = {
+    "answer": "no \\boxed{ANSWER} in the output", "verdict": "no \\boxed{accept} or \\boxed{reject} in the output",
+    "task": "no <task>…</task> and <program>…</program> in the output",
+}  # fmt: skip
 VERDICT_OF = {"accepted": "accept", "rejected": "reject"}
+READERS = {"answer": read_answer, "verdict": read_verdict}
 SHOWN_CHARS = 1500  # of one earlier turn, in a later seat's view
 
 
@@ -82,31 +99,43 @@ class GraphGame(Rules):
 
     def __init__(
         self, rng: np.random.Generator, spec: GraphSpec, name: str = "custom", families: tuple[str, ...] = FAMILIES,
-        task: Task | None = None, sandbox: str = "bwrap", limits: Limits | None = None,
+        task: Task | None = None, sandbox: str = "bwrap", limits: Limits | None = None, seed_tasks: bool = False,
     ):  # fmt: skip
-        """``sandbox`` and ``limits``: where and under what limits the Python of nodes with
-        ``tools`` runs (task forge's; made only when a node has tools)."""
+        """``sandbox`` and ``limits``: where and under what limits players' code runs (task forge's;
+        made only when a node has tools or writes the task). ``seed_tasks``: when the written task
+        is invalid, play a drawn one (task forge's option)."""
         self.spec, self.graph, forward = spec, spec.graph(), spec.forward()
         self.node_of = node_of_seat(spec)
         self.scored = set(spec.scored())
+        self.writer = spec.writer()
         seats = tuple(self.node_of)
-        self.order = list(nx.lexicographical_topological_sort(forward, key=list(spec.nodes).index))
+        index = list(spec.nodes).index
+        self.order = list(nx.lexicographical_topological_sort(forward, key=lambda n: -1 if n == self.writer else index(n)))
         caps = sum(e.rounds or 0 for e in spec.edges)
         per_round = sum(1 + spec.nodes[node].tools for node in self.node_of.values())
         self.info = GameInfo(f"graph_{name}", 1, seats, False, 0.0, 1.0, per_round * (1 + caps))
-        self.runs_code = any(node.tools for node in spec.nodes.values())
+        self.runs_code = spec.runs_code()
         self.sandbox = players_sandbox(limits, sandbox) if self.runs_code else None
         self.rules_text = (
             f"You are one of the roles of the {name} graph: {', '.join(spec.nodes)}. Each role sees the task and what"
             " the roles before it said, then does its part. The answer of the last role is graded."
         )
-        self.task = task or generate(families[rng.integers(len(families))], tuple(rng.random(2)), rng)
+        self.rng, self.families, self.seed_tasks = rng, families, seed_tasks
+        self.invalid_task, self.seeded = "", False
+        self.task: Task | None = task or (self._draw() if self.writer is None else None)
         self.turns: list[Turn] = []
         self.loops_taken = dict.fromkeys(((e.source, e.target) for e in spec.edges if e.rounds), 0)
         self.enabled = {n for n in spec.nodes if forward.in_degree(n) == 0}
+        if task is not None and self.writer is not None:  # a given task: the writer's successors start
+            self.enabled = (self.enabled - {self.writer}) | set(forward.successors(self.writer))
         self._queue: list[str] = []  # the seats of the node now speaking, still to speak
         self._flaw = ""
         self._next_node(-1)
+
+    def _draw(self) -> Task:
+        """A task of a random family at random knobs."""
+        rng = self.rng
+        return generate(self.families[rng.integers(len(self.families))], tuple(rng.random(2)), rng)
 
     # ---- whose turn ----
 
@@ -150,7 +179,8 @@ class GraphGame(Rules):
 
     def apply(self, move: str) -> list[float]:
         node, output = self._speaking, self.spec.nodes[self._speaking].output
-        read = read_answer(move) if output == "answer" else read_verdict(move) if output == "verdict" else None
+        submitted = read_submission(move) if output == "task" else None
+        read = READERS[output](move) if output in READERS else submitted and submitted[0]
         code = python_block(move) if read is None else None
         if code is not None and self._runs_left():
             self._flaw = ""
@@ -160,6 +190,8 @@ class GraphGame(Rules):
         if self._flaw and code is not None:
             self._flaw += f", and no Python runs left ({self.spec.nodes[node].tools} allowed)"
         self.turns.append(Turn(node, self._queue.pop(0), move, read, self._began))
+        if output == "task" and not self._take_task(submitted):
+            return [0.0] * len(self.info.seats)
         if self._queue:
             return [0.0] * len(self.info.seats)
         self._fire(node)
@@ -167,6 +199,25 @@ class GraphGame(Rules):
             return [0.0] * len(self.info.seats)
         share = self.outcome()["correct_share"]
         return [share] * len(self.info.seats)
+
+    def _take_task(self, submitted: tuple[str, str, dict[str, str]] | None) -> bool:
+        """The written task, checked; whether the match goes on (an invalid one ends it, unless a
+        drawn task is played instead)."""
+        reason = self._flaw
+        if submitted is not None:
+            statement, program, label = submitted
+            answer, reason = checked_task(self.sandbox, statement, program)
+            if answer is not None:
+                knobs = task_knobs(label)
+                family = label.get("family") if label.get("family") in FAMILIES else "proposed"
+                self.task = Task(family, (0.0, 0.0) if knobs is None else tuple(knobs), statement, program, answer)
+                return True
+        self.invalid_task = self._flaw = reason
+        if self.seed_tasks:
+            self.task, self.seeded = self._draw(), True
+            return True
+        self._queue, self._speaking = [], None
+        return False
 
     def _holds(self, when: str) -> bool:
         """Whether an edge's condition holds for the turn just spoken (its source node's last)."""
@@ -199,7 +250,7 @@ class GraphGame(Rules):
         node's turn began if it is speaking now, and then its own Python runs of this turn."""
         name = self.info.seats[seat]
         node = self.node_of[name]
-        sees = {node, *self.graph.predecessors(node)}
+        sees = {node, *self.graph.predecessors(node)} - ({self.writer} if node != self.writer else set())
         if node != self._speaking:
             return [t for t in self.turns if t.node in sees]
         return [t for t in self.turns[: self._began] if t.node in sees] + [t for t in self.turns[self._began :] if t.seat == name]
@@ -208,8 +259,8 @@ class GraphGame(Rules):
         name = self.info.seats[seat]
         node = self.node_of[name]
         spec = self.spec.nodes[node]
-        lines = [f"Task: {self.task.statement}"]
-        if spec.reference:
+        lines = [f"Task: {self.task.statement}"] if self.task else []
+        if spec.reference and self.task:
             lines.append(f"Reference answer: {self.task.answer}")
         for turn in self.seen(seat):
             who = "You" if turn.seat == name else turn.seat
@@ -221,6 +272,8 @@ class GraphGame(Rules):
 
     def render(self) -> str:
         said = "\n".join(f"{t.seat}: {t.text[:80]!r} -> {t.ran[-80:] if t.ran else t.read!r}" for t in self.turns)
+        if self.task is None:
+            return f"task: {self.invalid_task or 'not written yet'}\n{said}"
         return f"task ({self.task.family}): {self.task.statement}\nanswer: {self.task.answer}\n{said}"
 
     def outcome(self) -> dict:
@@ -229,8 +282,10 @@ class GraphGame(Rules):
         right = {i: self._right(self.turns[i]) for i in last.values()}
         share = sum(right.values()) / len(right) if right else 0.0
         return {
-            "family": self.task.family,
-            "answer": self.task.answer,
+            "family": self.task and self.task.family,
+            "answer": self.task and self.task.answer,
+            "invalid_task": self.invalid_task,
+            "seeded": self.seeded,
             "turns": [(t.seat, t.read) for t in self.turns],
             "loops": {f"{u}->{v}": n for (u, v), n in self.loops_taken.items()},
             "python_runs": {n: sum(t.node == n and bool(t.ran) for t in self.turns) for n, v in self.spec.nodes.items() if v.tools},
@@ -251,6 +306,9 @@ class GraphGame(Rules):
                 values[i] = leaves[i]
                 continue
             turn = self.turns[i]
+            if turn.node == self.writer and not turn.ran:
+                values[i] = 0.0 if self.invalid_task else uncertainty_reward(share)
+                continue
             if turn.ran:  # worth the turn it was part of: the seat's next that spoke
                 said = next((j for j in range(i + 1, len(self.turns)) if self.turns[j].seat == turn.seat and not self.turns[j].ran), None)
                 values[i] = share if said is None else values[said]

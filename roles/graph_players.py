@@ -14,7 +14,8 @@ sits in by what the node writes and what it sees:
   latest;
 - **a verdict or a critique** on the last answer it saw: a right judgement with probability
   ``judgement`` (``\\boxed{accept}``/``\\boxed{reject}``, or "looks right"/"looks wrong");
-- **free text** with no answer to judge (a plan, a step): a line that helps nobody.
+- **free text** with no answer to judge (a plan, a step): a line that helps nobody;
+- **the task**: one of the task families' at random knobs, labelled as a scripted proposer's.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from collections import Counter
 
 import numpy as np
 
-from games.task_forge.families import answers_match
-from games.task_forge.players import wrong_answer
+from games.task_forge.families import answers_match, generate
+from games.task_forge.players import submission, wrong_answer
 
 RIGHT, WRONG = "looks right", "looks wrong"  # how a scripted critique judges, for a scripted refiner to read
 
@@ -39,6 +40,8 @@ class SkilledNode:
         rules = env.rules
         seat = rules.info.seats.index(agent)
         output = rules.spec.nodes[rules.node_of[agent]].output
+        if output == "task":
+            return submission(generate(rules.families[rng.integers(len(rules.families))], tuple(rng.random(2)), rng))
         seen = rules.seen(seat)
         answers = [t.read for t in seen if rules.spec.nodes[t.node].output == "answer" and t.read is not None]
         if output == "answer":

@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from games.task_forge.curricula import ALPGMM, SEC, Curriculum, RandomCurriculum, Staircase
-from games.task_forge.families import FAMILIES, answers_match, generate
+from games.task_forge.families import FAMILIES, Task, answers_match, generate
 
 DEFAULT_DIFFICULTY = 0.5  # for an unlabelled task (a model's): the executor's skill model needs a number
 
@@ -57,6 +57,12 @@ def wrong_answer(reference: str, rng: np.random.Generator) -> str:
         return str(int(reference) + int(rng.choice([-3, -2, -1, 1, 2, 3])))
     changed = reference[::-1]
     return changed if not answers_match(changed, reference) else reference + "x"
+
+
+def submission(task: Task) -> str:
+    """A family task as a scripted proposer submits it, labelled with its family and knobs."""
+    attributes = " ".join(f'{k}="{v}"' for k, v in task.label.items())
+    return f"<task {attributes}>{task.statement}</task>\n<program>\n{task.program}\n</program>"
 
 
 class RolePlayer:
@@ -95,9 +101,7 @@ class CurriculumProposer(RolePlayer):
 
     def play(self, rules, rng: np.random.Generator) -> str:
         family, knobs = self.curriculum.propose(rng)
-        task = generate(family, knobs, rng)
-        attributes = " ".join(f'{k}="{v}"' for k, v in task.label.items())
-        return f"<task {attributes}>{task.statement}</task>\n<program>\n{task.program}\n</program>"
+        return submission(generate(family, knobs, rng))
 
     def learn(self, outcomes: list[dict]) -> None:
         """The executor's success rate p̂ on each valid task is the teacher's reward signal."""

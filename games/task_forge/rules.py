@@ -54,13 +54,13 @@ from typing import Literal
 import numpy as np
 
 from games.core import GameInfo, Parsed, Rules
+from games.task_forge.proposals import checked_task
 from games.task_forge.sandbox import Limits, players_sandbox, tool_run
 from games.task_forge.families import FAMILIES, Task, answers_match, distractors, generate, normalize_answer
 from roles.formats import CHOICE_INSTRUCTIONS, INSTRUCTIONS, MOVE_FORMS, python_block, read_answer, read_submission, read_verdict
 
 SEATS = ("proposer", "executor", "verifier")
 TEACHER = "teacher"
-ANSWER_MAX_CHARS = 200  # a reference answer longer than this makes an invalid task
 HINT_MAX_CHARS = 500
 CRITIQUE_MAX_CHARS = 400
 
@@ -213,23 +213,10 @@ class TaskForge(Rules):
         self._submit(*submission)
 
     def _submit(self, task: str, program: str, meta: dict[str, str]) -> None:
-        """Check a task by running its program twice; its output is the reference answer."""
         self.task, self.program, self.task_meta = task, program, meta
-        if not self.task:
-            self._end_invalid("the task is empty")
-            return
-        first, second = (self.sandbox.run(self.program, hash_seed=seed) for seed in (0, 1))
-        for result in (first, second):
-            if not result.ok:
-                self._end_invalid(f"the program failed: {result.reason}")
-                return
-        answer = first.stdout.strip()
-        if answer != second.stdout.strip():
-            self._end_invalid("the program is not deterministic: two runs printed different answers")
-        elif not answer:
-            self._end_invalid("the program printed nothing")
-        elif len(answer) > ANSWER_MAX_CHARS:
-            self._end_invalid(f"the answer is longer than {ANSWER_MAX_CHARS} characters")
+        answer, reason = checked_task(self.sandbox, task, program)
+        if answer is None:
+            self._end_invalid(reason)
         else:
             self.reference = answer
             self._start_attempts()

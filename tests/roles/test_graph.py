@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from roles.graph import GraphSpec, builtin
 
 SOLVE = {"brief": "solve"}
+WRITE = {"brief": "write", "output": "task"}
 
 
 def error_of(spec: dict) -> str:
@@ -25,6 +26,7 @@ def error_of(spec: dict) -> str:
         ("malt", ["generator", "verifier", "refiner"], ["refiner"], {}),
         ("agentflow", ["planner", "executor", "verifier", "generator"], ["generator"], {("verifier", "planner"): 2}),
         ("debate", ["debater", "judge"], ["judge"], {("debater", "debater"): 1}),
+        ("agent0", ["proposer", "executor"], ["executor"], {}),
     ],
 )
 def test_each_builtin_has_its_anchors_turn_structure(name, order, scored, loops):
@@ -87,6 +89,22 @@ def test_debate_seats_three_debaters():
             "edges[1]: a -> b is listed twice",
         ),
         ({"nodes": {"a": {"brief": "x", "repeat": 2}}}, "Extra inputs are not permitted"),
+        (
+            {"nodes": {"w": WRITE, "v": WRITE, "a": SOLVE}, "edges": [{"source": "w", "target": "a"}, {"source": "v", "target": "a"}]},
+            "nodes w, v all write the task: a match has one",
+        ),
+        (
+            {"nodes": {"w": WRITE, "a": SOLVE}, "edges": [{"source": "w", "target": "a"}, {"source": "a", "target": "w", "rounds": 1}]},
+            "edges[1]: a -> w: the task's writer speaks first; nothing comes into it",
+        ),
+        (
+            {"nodes": {"w": WRITE | {"repeats": 2}, "a": SOLVE}, "edges": [{"source": "w", "target": "a"}]},
+            "node 'w' writes the task: one copy, not repeats = 2",
+        ),
+        (
+            {"nodes": {"w": WRITE, "a": SOLVE}, "edges": [{"source": "w", "target": "a", "when": "wrong"}]},
+            "edges[0]: when = 'wrong' needs 'w' to have output = 'answer'",
+        ),
     ],
 )  # fmt: skip
 def test_a_spec_that_cannot_run_is_one_line_naming_the_culprit(spec, said):
@@ -95,7 +113,7 @@ def test_a_spec_that_cannot_run_is_one_line_naming_the_culprit(spec, said):
 
 
 def test_an_unknown_builtin_lists_the_known_ones():
-    with pytest.raises(ValueError, match="no built-in graph 'star' \\(built-in: solo, malt, agentflow, debate\\)"):
+    with pytest.raises(ValueError, match="no built-in graph 'star' \\(built-in: solo, malt, agentflow, debate, agent0\\)"):
         builtin("star")
 
 

@@ -1,6 +1,8 @@
 """Orchestration graphs played as PettingZoo games: the checkers, and golden turn orders and views."""
 
 import os
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,11 +11,13 @@ from typer.testing import CliRunner
 
 import games
 from coevo.cli import app
+from games.task_forge.families import FAMILIES, generate
 from marl.config import load_config
 from marl.episode import Episode, read_jsonl
 from marl.train import Trainer
-from roles.graph import BUILTIN, GraphSpec
+from roles.graph import BUILTIN, GraphSpec, builtin
 from roles.graph_game import graph_env
+from roles.graph_players import SkilledNode
 from tests.runs import events
 
 DEBATE_ORDER = ["debater_0", "debater_1", "debater_2"] * 2
@@ -295,3 +299,74 @@ def test_a_python_run_is_worth_the_turn_it_led_to():
     play(env, lambda seat, rules: next(said))
     assert env.unwrapped.rules.outcome()["values"] == [1.0, 1.0, 1.0, 1.0]
     assert env.unwrapped.rules.outcome()["began"] == [0, 0, 2, 3]
+
+
+WRITTEN = "<task>What is 6 times 7? Answer with a number.</task>\n<program>\nprint(6 * 7)\n</program>"
+
+
+def test_agent0s_proposer_writes_the_task_and_k_executors_answer_it_apart():
+    """The proposer's program prints the reference; the four executors see its statement only,
+    not each other; the writer is worth 1 − 2|p̂ − ½| with p̂ = 2/4 right: 1."""
+    env = graph_env("agent0")
+    env.reset(seed=0)
+    said = iter([WRITTEN, python("print(6 * 7)"), boxed("42"), boxed("42"), boxed("41"), "no idea"])
+    seen = views_while_playing(env, lambda seat, rules: next(said))
+    rules = env.unwrapped.rules
+    assert [t.seat for t in rules.turns] == ["proposer", "executor_0", "executor_0", "executor_1", "executor_2", "executor_3"]
+    assert rules.task.answer == "42" and rules.task.family == "proposed"
+    assert seen["proposer"] == ["You are the proposer. " + builtin("agent0").nodes["proposer"].brief
+                                + "\nTo run Python first, reply with one ```python block; its output comes back. Runs left: 4."]
+    assert seen["executor_1"] == [
+        "Task: What is 6 times 7? Answer with a number.\nYou are the executor. Solve the task exactly. End with \\boxed{ANSWER}."
+        "\nTo run Python first, reply with one ```python block; its output comes back. Runs left: 3."
+    ], "the statement, not the program; no other executor's run or answer"
+    outcome = rules.outcome()
+    assert outcome["correct_share"] == 0.5 and outcome["values"] == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+    assert set(env.rewards.values()) == {0.5} and outcome["invalid_task"] == "" and not outcome["seeded"]
+
+
+@pytest.mark.parametrize(
+    ("written", "reason"),
+    [
+        ("<task>Say hi.</task><program>print(1/0)</program>", "the program failed: exit code 1: ZeroDivisionError: division by zero"),
+        ("<task>Pick one.</task><program>print(hash('abc'))</program>", "the program is not deterministic"),
+        ("I cannot think of one.", "no <task>…</task> and <program>…</program> in the output"),
+    ],
+)
+def test_an_invalid_written_task_ends_the_match_or_with_seed_tasks_a_drawn_one_is_played(written, reason):
+    env = graph_env("agent0")
+    env.reset(seed=0)
+    env.step(written)
+    assert reason in env.infos["proposer"]["reason"] and all(env.terminations.values())
+    assert env.unwrapped.rules.outcome()["values"] == [0.0] and set(env.rewards.values()) == {0.0}
+    seeded = graph_env("agent0", seed_tasks=True)
+    seeded.reset(seed=0)
+    seeded.step(written)
+    rules = seeded.unwrapped.rules
+    answer = rules.task.answer
+    play(seeded, lambda seat, rules: boxed(answer))
+    outcome = rules.outcome()
+    assert outcome["seeded"] and reason in outcome["invalid_task"] and outcome["correct_share"] == 1.0
+    assert outcome["values"][0] == 0.0, "the writer of an invalid task earns nothing, whoever solves the drawn one"
+
+
+def test_a_given_task_skips_its_writer_as_held_out_evaluation_needs():
+    task = generate("arithmetic", (0.0, 0.0), np.random.default_rng(0))
+    env = graph_env("agent0", task=task)
+    env.reset(seed=0)
+    assert play(env, lambda seat, rules: boxed(task.answer)) == [f"executor_{i}" for i in range(4)]
+    assert env.unwrapped.rules.outcome()["values"] == [1.0] * 4
+
+
+def test_skilled_players_write_valid_family_tasks_for_any_graph_with_a_writer():
+    env = graph_env("agent0")
+    player = SkilledNode(accuracy=0.5)
+    rng = np.random.default_rng(0)
+    shares = []
+    for seed in range(20):
+        env.reset(seed=seed)
+        play(env, lambda seat, rules: player.act(env.unwrapped, seat, rng))
+        outcome = env.unwrapped.rules.outcome()
+        assert outcome["invalid_task"] == "" and outcome["family"] in FAMILIES
+        shares.append(outcome["correct_share"])
+    assert 0.3 < np.mean(shares) < 0.7

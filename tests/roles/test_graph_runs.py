@@ -59,7 +59,7 @@ def test_a_graph_whose_node_runs_python_gets_the_sandbox_forge_sets_and_others_n
     ("text", "message"),
     [
         ('graph = "malt"\n[games]\nkuhn_poker = 1.0\n', "graph: the run plays graph/malt; leave games out (it says kuhn_poker)"),
-        ('graph = "chain"\n', "graph: Value error, no built-in graph 'chain' (built-in: solo, malt, agentflow, debate)"),
+        ('graph = "chain"\n', "graph: Value error, no built-in graph 'chain' (built-in: solo, malt, agentflow, debate, agent0)"),
         ('[games]\n"graph/custom" = 1.0\n', "games: graph/custom is the run's own graph: give it as a [graph] table"),
         ('graph = "solo"\n[population]\nsize = 2\n', "population: a graph's seats share one outcome"),
         ('[games]\n"graph/solo" = 1.0\n"graph/malt" = 1.0\n', "games: a run plays one graph, alone"),
@@ -104,6 +104,24 @@ def test_each_node_of_a_custom_graph_learns_with_its_own_members_and_estimator(t
     for e in episodes:  # GRPO over the copies: centred on their mean value
         mine = [a for c, a in zip(solvers, advantages) if c.episode is e]
         assert sum(mine) == pytest.approx(0.0, abs=1e-9)
+
+
+
+def test_agent0s_proposer_learns_from_the_uncertainty_of_scripted_executors_and_is_skipped_on_held_out_tasks(tmp_path):
+    roles = (
+        'graph = "agent0"\n[roles.proposer]\nplayer = "tiny"\n[roles.executor]\nplayer = "scripted:skilled"\n'
+        '[eval]\nevery = 1\n[forge]\nheldout = 1\nseed_tasks = true\nsandbox = "rlimit"\n'
+    )
+    run = tmp_path / "run"
+    Trainer(config(tmp_path, roles), run).run()
+    episodes = read_jsonl(run / "episodes" / "iter_000001.jsonl")
+    assert all(e.outcome["seeded"] and e.outcome["invalid_task"] for e in episodes), "a tiny model writes no valid task"
+    assert all(e.turns[0].tag == "proposer" and e.outcome["values"][0] == 0.0 for e in episodes)
+    assert all(len(e.turns) >= 5 for e in episodes), "the executors played the drawn tasks"
+    (it,) = [r for r in events(run) if r["kind"] == "iteration"]
+    assert it["proposer/learner/samples"] == sum(t.tag == "proposer" for e in episodes for t in e.turns)
+    assert it["graph/proposer/invalid_rate"] == 1.0 and it["graph/executor/python_runs"] == 0.0
+    assert it["eval/graph/calls_per_match"] == 4, "held-out tasks are given: only the four executors speak"
 
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
