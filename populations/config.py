@@ -165,7 +165,7 @@ class RunConfig(TrainConfig):
     )
     graph: str | GraphSpec | None = Field(
         None,
-        description="an orchestration graph to play (roles.graph): a built-in's name (solo, malt, agentflow, debate, agent0) or "
+        description="an orchestration graph to play (roles.graph): a built-in's name (solo, malt, agentflow, debate, agent0, task_forge) or "
         "a table of nodes and edges; the run's game is then graph/<name> (graph/custom for a table), so leave games out",
     )
     forge: ForgeConfig = ForgeConfig()
@@ -252,10 +252,12 @@ class RunConfig(TrainConfig):
         return self
 
     def _roles_are_nodes(self, spec: GraphSpec) -> None:
-        """A graph's roles: one per node, each played by models that learn from their own turns or a scripted player."""
-        missing, unknown = [n for n in spec.nodes if n not in self.roles], sorted(set(self.roles) - set(spec.nodes))
+        """A graph's roles: one per node with a seat of its own (a node another's seat plays is that
+        role's too), each played by models that learn from their own turns or a scripted player."""
+        seated = [n for n, node in spec.nodes.items() if not node.seat]
+        missing, unknown = [n for n in seated if n not in self.roles], sorted(set(self.roles) - set(seated))
         if missing or unknown:
-            raise ValueError(f"roles: one per node of the graph ({', '.join(spec.nodes)}); missing {missing}, unknown {unknown}")
+            raise ValueError(f"roles: one per node of the graph with a seat ({', '.join(seated)}); missing {missing}, unknown {unknown}")
         scripted = games.scripted_players(next(iter(self.games)))
         for role, seat in self.roles.items():
             if seat.scripted is not None and seat.scripted not in scripted:

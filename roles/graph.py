@@ -16,13 +16,19 @@ to networkx as a ``DiGraph`` whose nodes are roles and whose edge ``u → v`` me
   is the graph's outcome (``scored``; by default the answering nodes nobody follows), and how many
   Python runs it may make in a turn before it speaks (``tools``: AgentFlow's executor runs its
   tool command, Agent0's executor loops over a Python tool), each run in the sandbox with its
-  output shown back.
+  output shown back. A node may be played by another node's seat (``seat``: task forge's
+  executor also revises its answer and retries after a hint; a generator that refines its own
+  answer): one member plays both, and learns from both. An answering node with ``keep`` leaves
+  its seat's last answer standing when its own cannot be read (task forge's revision).
 - An **edge** may be conditional: ``when = "wrong"`` (the source's answer was wrong: a teacher
   only after a wrong answer), ``"correct"``, ``"rejected"`` or ``"accepted"`` (the verdict the
   source gave). An edge that closes a loop carries ``rounds = N``, the most times it is followed:
   "revise until the verifier accepts, at most N rounds". A loop without a cap, an edge to an
   unknown node and a node whose output never reaches a scored node are each refused in one line
   naming the culprit.
+- ``attempts = k`` plays the graph k times on the match's one task, each attempt afresh (no node
+  sees another attempt's turns; the task's writer speaks once, before them): task forge's k
+  independent attempts, over which p̂ is measured.
 
 Which built-in graph reproduces which anchor is in :data:`BUILTIN`.
 """
@@ -33,6 +39,8 @@ from typing import Literal
 
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from roles.formats import INSTRUCTIONS
 
 Output = Literal["answer", "verdict", "text", "task"]
 Condition = Literal["always", "correct", "wrong", "accepted", "rejected"]
@@ -52,6 +60,12 @@ class Node(BaseModel):
     tools: int = Field(
         0, ge=0, description="Python runs it may make in a turn before it speaks: a ```python block runs in the sandbox"
     )
+    seat: str | None = Field(
+        None, description="played by this other node's seat (its copy i by copy i), which then learns from both nodes' turns"
+    )
+    keep: bool = Field(
+        False, description="an answer it cannot read leaves its seat's last answer of the attempt standing (a revision)"
+    )
 
 
 class Edge(BaseModel):
@@ -70,6 +84,7 @@ class GraphSpec(BaseModel):
 
     nodes: dict[str, Node] = Field(min_length=1, description="the roles, by name")
     edges: list[Edge] = Field(default_factory=list, description="u -> v: v sees u's output")
+    attempts: int = Field(1, ge=1, description="times the graph is played on the one task, each attempt afresh")
 
     @model_validator(mode="after")
     def _well_formed(self) -> GraphSpec:
@@ -94,6 +109,18 @@ class GraphSpec(BaseModel):
         for name in writers:
             if self.nodes[name].repeats > 1:
                 raise ValueError(f"node {name!r} writes the task: one copy, not repeats = {self.nodes[name].repeats}")
+        for name, node in self.nodes.items():
+            if node.keep and node.output != "answer":
+                raise ValueError(f"nodes.{name}.keep: only an answering node keeps an answer; it writes {node.output}")
+            if not node.seat:
+                continue
+            owner = self.nodes.get(node.seat)
+            if owner is None or owner.seat:
+                raise ValueError(f"nodes.{name}.seat: {node.seat!r} is not a node with a seat of its own (nodes: {', '.join(self.nodes)})")
+            if writers and writers[0] in (name, node.seat):
+                raise ValueError(f"nodes.{name}.seat: the task's writer {writers[0]!r} plays only itself")
+            if owner.repeats != node.repeats:
+                raise ValueError(f"nodes.{name}.seat: {node.seat!r} has {owner.repeats} copies and {name!r} {node.repeats}; copy i plays copy i")
         forward = self.forward()
         try:
             cycle = nx.find_cycle(forward)
@@ -208,6 +235,29 @@ BUILTIN: dict[str, dict] = {
             "executor": {"brief": SOLVE, "repeats": 4, "tools": 3},
         },
         "edges": _chain("proposer", "executor"),
+    },
+    # Task forge's four roles (games/task_forge/rules.py, teacher seated) as a graph, playing the
+    # same matches: the proposer writes the task (up to 4 Python runs first), then k = 4
+    # independent attempts, each: the executor answers (up to 2 runs first), the verifier judges
+    # it, the executor revises (no answer keeps its first), and after a wrong final answer the
+    # teacher hints (one that gives the answer away is withheld) and the executor tries again
+    # (2 runs). Each attempt's last answer is graded.
+    "task_forge": {
+        "nodes": {
+            "proposer": {"brief": PROPOSE, "output": "task", "tools": 4},
+            "executor": {"brief": "Solve the task. End with \\boxed{ANSWER}.", "tools": 2},
+            "verifier": {"brief": INSTRUCTIONS["judge"], "output": "verdict"},
+            "reviser": {"brief": INSTRUCTIONS["revise"], "seat": "executor", "keep": True, "scored": True},
+            "teacher": {"brief": INSTRUCTIONS["hint"], "output": "text", "reference": True},
+            "retrier": {"brief": "Try again, using the hint. End with \\boxed{ANSWER}.", "seat": "executor", "tools": 2, "scored": True},
+        },
+        "edges": [
+            *_chain("proposer", "executor", "verifier", "reviser"),
+            {"source": "executor", "target": "reviser"},
+            {"source": "reviser", "target": "teacher", "when": "wrong"},
+            {"source": "teacher", "target": "retrier"},  # the retrier is the executor's seat: it sees its own answers too
+        ],
+        "attempts": 4,
     },
 }  # fmt: skip
 

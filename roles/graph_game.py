@@ -21,8 +21,8 @@ Turn order, with loops unrolled to their caps:
 - The match ends when no enabled node is left.
 
 A seat sees the task (and its reference answer when the node has ``reference``), then every turn
-so far of the nodes with an edge into its node and of its own node, in the order they were
-spoken, then its brief. What a turn fails to say is judged inside the game, as in task forge: an
+so far of the nodes with an edge into its node, of its own node and its own (a seat that plays
+several nodes remembers what it said), in the order they were spoken, then its brief. What a turn fails to say is judged inside the game, as in task forge: an
 answer without ``\\boxed{}`` or a verdict that is neither accept nor reject is an invalid turn
 with its reason (a verdict that cannot be read fires no conditional edge), and the match goes on.
 
@@ -52,7 +52,7 @@ import networkx as nx
 import numpy as np
 
 from games.core import GameInfo, Parsed, Rules, TextGameEnv
-from games.task_forge.families import FAMILIES, Task, answers_match, generate
+from games.task_forge.families import FAMILIES, Task, answers_match, generate, normalize_answer
 from games.task_forge.players import task_knobs
 from games.task_forge.proposals import checked_task
 from games.task_forge.sandbox import Limits, players_sandbox, tool_run
@@ -76,10 +76,12 @@ SHOWN_CHARS = 1500  # of one earlier turn, in a later seat's view
 
 
 def node_of_seat(spec: GraphSpec) -> dict[str, str]:
-    """Each seat's node, in seat order: a seat is named for its node, or ``node_i`` for each copy."""
+    """Each seat's node, in seat order: a seat is named for its node, or ``node_i`` for each copy;
+    a node played by another's seat has none of its own."""
     return {
-        name if node.repeats == 1 else f"{name}_{i}": name for name, node in spec.nodes.items() for i in range(node.repeats)
-    }
+        name if node.repeats == 1 else f"{name}_{i}": name
+        for name, node in spec.nodes.items() if not node.seat for i in range(node.repeats)
+    }  # fmt: skip
 
 
 @dataclass
@@ -90,6 +92,8 @@ class Turn:
     read: str | None  # the answer or verdict read from the text; None for free text or when unread
     began: int  # how many turns were spoken when its node's turn began: it saw those
     ran: str | None = None  # a Python run: its code and output as shown; None for a turn that spoke
+    attempt: int = 0  # which of the graph's attempts it belongs to
+    withheld: bool = False  # a hint that gave the answer away, or said nothing: nobody sees it
 
 
 class GraphGame(Rules):
@@ -112,8 +116,8 @@ class GraphGame(Rules):
         index = list(spec.nodes).index
         self.order = list(nx.lexicographical_topological_sort(forward, key=lambda n: -1 if n == self.writer else index(n)))
         caps = sum(e.rounds or 0 for e in spec.edges)
-        per_round = sum(1 + spec.nodes[node].tools for node in self.node_of.values())
-        self.info = GameInfo(f"graph_{name}", 1, seats, False, 0.0, 1.0, per_round * (1 + caps))
+        per_round = sum(node.repeats * (1 + node.tools) for node in spec.nodes.values())
+        self.info = GameInfo(f"graph_{name}", 1, seats, False, 0.0, 1.0, per_round * (1 + caps) * spec.attempts)
         self.runs_code = spec.runs_code()
         self.sandbox = players_sandbox(limits, sandbox) if self.runs_code else None
         self.rules_text = (
@@ -124,10 +128,15 @@ class GraphGame(Rules):
         self.invalid_task, self.seeded = "", False
         self.task: Task | None = task or (self._draw() if self.writer is None else None)
         self.turns: list[Turn] = []
-        self.loops_taken = dict.fromkeys(((e.source, e.target) for e in spec.edges if e.rounds), 0)
+        self.loops_taken = dict.fromkeys(((e.source, e.target) for e in spec.edges if e.rounds), 0)  # in this attempt
+        self.loops_followed = dict(self.loops_taken)  # in the match
         self.enabled = {n for n in spec.nodes if forward.in_degree(n) == 0}
-        if task is not None and self.writer is not None:  # a given task: the writer's successors start
-            self.enabled = (self.enabled - {self.writer}) | set(forward.successors(self.writer))
+        self.restart = self.enabled - {self.writer}  # who starts each attempt: with a task, the writer's successors
+        if self.writer is not None:
+            self.restart |= set(forward.successors(self.writer))
+        if task is not None:
+            self.enabled = set(self.restart)
+        self.attempt = 0
         self._queue: list[str] = []  # the seats of the node now speaking, still to speak
         self._flaw = ""
         self._next_node(-1)
@@ -140,15 +149,27 @@ class GraphGame(Rules):
     # ---- whose turn ----
 
     def _next_node(self, after: int) -> None:
-        """Queue the seats of the first enabled node after position ``after`` in the order."""
+        """Queue the seats of the first enabled node after position ``after`` in the order; when
+        none is left, start the next attempt, if any."""
         for i in range(after + 1, len(self.order)):
             node = self.order[i]
             if node in self.enabled:
                 self.enabled.discard(node)
-                self._queue = [seat for seat, of in self.node_of.items() if of == node]
+                owner = self.spec.nodes[node].seat or node
+                self._queue = [seat for seat, of in self.node_of.items() if of == owner]
                 self._speaking, self._began = node, len(self.turns)
                 return
+        if self.attempt + 1 < self.spec.attempts:
+            self.attempt += 1
+            self.enabled, self.loops_taken = set(self.restart), dict.fromkeys(self.loops_taken, 0)
+            self._next_node(-1)
+            return
         self._queue, self._speaking = [], None
+
+    def playing(self, seat: str) -> str:
+        """The node ``seat`` plays now: the speaking node while the seat is queued to speak in it,
+        else the seat's own."""
+        return self._speaking if seat in self._queue else self.node_of[seat]
 
     @property
     def to_move(self) -> int | None:
@@ -182,14 +203,13 @@ class GraphGame(Rules):
         submitted = read_submission(move) if output == "task" else None
         read = READERS[output](move) if output in READERS else submitted and submitted[0]
         code = python_block(move) if read is None else None
+        seat = self._queue[0]
         if code is not None and self._runs_left():
             self._flaw = ""
-            self.turns.append(Turn(node, self._queue[0], move, None, self._began, ran=tool_run(self.sandbox, code)))
+            self.turns.append(Turn(node, seat, move, None, self._began, tool_run(self.sandbox, code), self.attempt))
             return [0.0] * len(self.info.seats)
-        self._flaw = UNREAD[output] if output != "text" and read is None else ""
-        if self._flaw and code is not None:
-            self._flaw += f", and no Python runs left ({self.spec.nodes[node].tools} allowed)"
-        self.turns.append(Turn(node, self._queue.pop(0), move, read, self._began))
+        read, self._flaw, withheld = self._judged(move, read, code)
+        self.turns.append(Turn(node, self._queue.pop(0), move, read, self._began, None, self.attempt, withheld))
         if output == "task" and not self._take_task(submitted):
             return [0.0] * len(self.info.seats)
         if self._queue:
@@ -199,6 +219,28 @@ class GraphGame(Rules):
             return [0.0] * len(self.info.seats)
         share = self.outcome()["correct_share"]
         return [share] * len(self.info.seats)
+
+    def _judged(self, move: str, read: str | None, code: str | None) -> tuple[str | None, str, bool]:
+        """A spoken turn's reading, why it is invalid ("" when it is not), and whether it is
+        withheld: a hint (text from a node that sees the reference) that is empty or holds the
+        answer is withheld, as task forge's teacher's is; an answer that cannot be read, from a
+        node that ``keep``s, leaves the seat's last answer of this attempt standing, as task
+        forge's revision does."""
+        node = self.spec.nodes[self._speaking]
+        if node.output == "text":
+            if node.reference and not move.strip():
+                return None, "the hint is empty", True
+            if node.reference and normalize_answer(self.task.answer) in normalize_answer(move):
+                return None, "the hint gives the answer away", True
+            return None, "", False
+        if read is not None:
+            return read, "", False
+        flaw = UNREAD[node.output] + (f", and no Python runs left ({node.tools} allowed)" if code is not None else "")
+        seat = self._queue[0]
+        kept = [t.read for t in self.turns if t.seat == seat and t.attempt == self.attempt and t.read is not None]
+        if node.keep and kept:
+            return kept[-1], f"{flaw}: the answer {kept[-1]} stands", False
+        return None, flaw, False
 
     def _take_task(self, submitted: tuple[str, str, dict[str, str]] | None) -> bool:
         """The written task, checked; whether the match goes on (an invalid one ends it, unless a
@@ -229,12 +271,14 @@ class GraphGame(Rules):
         return read == VERDICT_OF[when]
 
     def _fire(self, node: str) -> None:
-        """After ``node``'s seats have all spoken: a loop back, else its forward edges."""
-        out = self.graph.out_edges(node, data=True)
+        """After ``node``'s seats have all spoken: a loop back, else its forward edges; none if
+        every copy's output was withheld."""
+        out = [] if all(t.withheld for t in self.turns[self._began :] if not t.ran) else self.graph.out_edges(node, data=True)
         for _, target, data in out:
             key = (node, target)
             if data["rounds"] and self.loops_taken[key] < data["rounds"] and self._holds(data["when"]):
                 self.loops_taken[key] += 1
+                self.loops_followed[key] += 1
                 self.enabled.add(target)
                 self._next_node(self.order.index(target) - 1)
                 return
@@ -246,18 +290,22 @@ class GraphGame(Rules):
     # ---- what a seat sees ----
 
     def seen(self, seat: int) -> list[Turn]:
-        """The turns ``seat`` sees: its own node's and its predecessors', those spoken before its
-        node's turn began if it is speaking now, and then its own Python runs of this turn."""
+        """The turns ``seat`` sees, of this attempt: its node's and its predecessors' (not the
+        task's writer's, nor a withheld hint) and its own in any node it plays, those spoken
+        before its node's turn began if it is speaking now, and then its own Python runs of this
+        turn."""
         name = self.info.seats[seat]
-        node = self.node_of[name]
+        node = self.playing(name)
         sees = {node, *self.graph.predecessors(node)} - ({self.writer} if node != self.writer else set())
+        shown = [t.attempt == self.attempt and (t.node in sees and not t.withheld or t.seat == name) for t in self.turns]
         if node != self._speaking:
-            return [t for t in self.turns if t.node in sees]
-        return [t for t in self.turns[: self._began] if t.node in sees] + [t for t in self.turns[self._began :] if t.seat == name]
+            return [t for t, ok in zip(self.turns, shown) if ok]
+        before = [t for t, ok in zip(self.turns[: self._began], shown) if ok]
+        return before + [t for t in self.turns[self._began :] if t.seat == name]
 
     def view(self, seat: int) -> str:
         name = self.info.seats[seat]
-        node = self.node_of[name]
+        node = self.playing(name)
         spec = self.spec.nodes[node]
         lines = [f"Task: {self.task.statement}"] if self.task else []
         if spec.reference and self.task:
@@ -271,14 +319,14 @@ class GraphGame(Rules):
         return "\n".join(lines)
 
     def render(self) -> str:
-        said = "\n".join(f"{t.seat}: {t.text[:80]!r} -> {t.ran[-80:] if t.ran else t.read!r}" for t in self.turns)
+        said = "\n".join(f"{t.attempt} {t.node} ({t.seat}): {t.text[:80]!r} -> {t.ran[-80:] if t.ran else t.read!r}" for t in self.turns)
         if self.task is None:
             return f"task: {self.invalid_task or 'not written yet'}\n{said}"
         return f"task ({self.task.family}): {self.task.statement}\nanswer: {self.task.answer}\n{said}"
 
     def outcome(self) -> dict:
         """The task, each turn, and the scored answers: ``correct_share`` of them right."""
-        last = {t.seat: i for i, t in enumerate(self.turns) if t.node in self.scored}  # each scored seat's last answer
+        last = {(t.attempt, t.seat): i for i, t in enumerate(self.turns) if t.node in self.scored and not t.ran}  # the last answers
         right = {i: self._right(self.turns[i]) for i in last.values()}
         share = sum(right.values()) / len(right) if right else 0.0
         return {
@@ -287,11 +335,12 @@ class GraphGame(Rules):
             "invalid_task": self.invalid_task,
             "seeded": self.seeded,
             "turns": [(t.seat, t.read) for t in self.turns],
-            "loops": {f"{u}->{v}": n for (u, v), n in self.loops_taken.items()},
+            "loops": {f"{u}->{v}": n for (u, v), n in self.loops_followed.items()},
             "python_runs": {n: sum(t.node == n and bool(t.ran) for t in self.turns) for n, v in self.spec.nodes.items() if v.tools},
             "correct_share": share,
             "values": self._values(right, share),
             "began": [t.began for t in self.turns],
+            "attempts": [t.attempt for t in self.turns],
         }
 
     def _right(self, turn: Turn) -> float:
@@ -316,7 +365,7 @@ class GraphGame(Rules):
             node = turn.node
             children = [
                 j for j in range(i + 1, len(self.turns))
-                if self.turns[j].began > i and not self.turns[j].ran
+                if self.turns[j].began > i and not self.turns[j].ran and self.turns[j].attempt == turn.attempt
                 and (self.turns[j].node == node or self.graph.has_edge(node, self.turns[j].node))
             ]  # fmt: skip
             values[i] = float(np.mean([values[j] for j in children])) if children else share

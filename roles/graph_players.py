@@ -39,7 +39,7 @@ class SkilledNode:
     def act(self, env, agent: str, rng: np.random.Generator) -> str:
         rules = env.rules
         seat = rules.info.seats.index(agent)
-        output = rules.spec.nodes[rules.node_of[agent]].output
+        output = rules.spec.nodes[rules.playing(agent)].output
         if output == "task":
             return submission(generate(rules.families[rng.integers(len(rules.families))], tuple(rng.random(2)), rng))
         seen = rules.seen(seat)

@@ -27,6 +27,7 @@ def error_of(spec: dict) -> str:
         ("agentflow", ["planner", "executor", "verifier", "generator"], ["generator"], {("verifier", "planner"): 2}),
         ("debate", ["debater", "judge"], ["judge"], {("debater", "debater"): 1}),
         ("agent0", ["proposer", "executor"], ["executor"], {}),
+        ("task_forge", ["proposer", "executor", "verifier", "reviser", "teacher", "retrier"], ["reviser", "retrier"], {}),
     ],
 )
 def test_each_builtin_has_its_anchors_turn_structure(name, order, scored, loops):
@@ -102,6 +103,18 @@ def test_debate_seats_three_debaters():
             "node 'w' writes the task: one copy, not repeats = 2",
         ),
         (
+            {"nodes": {"a": SOLVE, "b": SOLVE | {"seat": "c"}}, "edges": [{"source": "a", "target": "b"}]},
+            "nodes.b.seat: 'c' is not a node with a seat of its own (nodes: a, b)",
+        ),
+        (
+            {"nodes": {"a": SOLVE | {"repeats": 2}, "b": SOLVE | {"seat": "a"}}, "edges": [{"source": "a", "target": "b"}]},
+            "nodes.b.seat: 'a' has 2 copies and 'b' 1; copy i plays copy i",
+        ),
+        (
+            {"nodes": {"w": WRITE, "b": SOLVE | {"seat": "w"}}, "edges": [{"source": "w", "target": "b"}]},
+            "nodes.b.seat: the task's writer 'w' plays only itself",
+        ),
+        (
             {"nodes": {"w": WRITE, "a": SOLVE}, "edges": [{"source": "w", "target": "a", "when": "wrong"}]},
             "edges[0]: when = 'wrong' needs 'w' to have output = 'answer'",
         ),
@@ -113,7 +126,7 @@ def test_a_spec_that_cannot_run_is_one_line_naming_the_culprit(spec, said):
 
 
 def test_an_unknown_builtin_lists_the_known_ones():
-    with pytest.raises(ValueError, match="no built-in graph 'star' \\(built-in: solo, malt, agentflow, debate, agent0\\)"):
+    with pytest.raises(ValueError, match="no built-in graph 'star' \\(built-in: solo, malt, agentflow, debate, agent0, task_forge\\)"):
         builtin("star")
 
 

@@ -140,10 +140,22 @@ def test_a_conditional_edge_brings_the_teacher_only_after_a_wrong_answer(right):
     env = graph_env(TEACHER)
     env.reset(seed=4)
     answer = env.unwrapped.rules.task.answer
-    order = play(env, lambda seat, rules: boxed(answer if right else "nope") if seat == "executor" else boxed(answer))
+    said = {"executor": boxed(answer if right else "nope"), "teacher": "Check the last step.", "retry": boxed(answer)}
+    order = play(env, lambda seat, rules: said[seat])
     assert order == (["executor", "retry"] if right else ["executor", "teacher", "retry"])
     if not right:
         assert f"Reference answer: {answer}" in env.unwrapped.rules.view(1)
+
+
+@pytest.mark.parametrize(("hint", "reason"), [("It is {answer}.", "the hint gives the answer away"), ("  ", "the hint is empty")])
+def test_a_hint_that_gives_the_answer_away_or_says_nothing_is_withheld_and_leads_nowhere(hint, reason):
+    env = graph_env(TEACHER)
+    env.reset(seed=4)
+    answer = env.unwrapped.rules.task.answer
+    env.step(boxed("nope"))
+    env.step(hint.format(answer=answer))
+    assert env.infos["teacher"]["reason"] == reason and all(env.terminations.values()), "no retry"
+    assert "teacher said" not in env.unwrapped.rules.view(0)
 
 
 def test_output_that_cannot_be_read_is_an_invalid_turn_and_the_match_goes_on():

@@ -59,11 +59,11 @@ def test_a_graph_whose_node_runs_python_gets_the_sandbox_forge_sets_and_others_n
     ("text", "message"),
     [
         ('graph = "malt"\n[games]\nkuhn_poker = 1.0\n', "graph: the run plays graph/malt; leave games out (it says kuhn_poker)"),
-        ('graph = "chain"\n', "graph: Value error, no built-in graph 'chain' (built-in: solo, malt, agentflow, debate, agent0)"),
+        ('graph = "chain"\n', "graph: Value error, no built-in graph 'chain' (built-in: solo, malt, agentflow, debate, agent0, task_forge)"),
         ('[games]\n"graph/custom" = 1.0\n', "games: graph/custom is the run's own graph: give it as a [graph] table"),
         ('graph = "solo"\n[population]\nsize = 2\n', "population: a graph's seats share one outcome"),
         ('[games]\n"graph/solo" = 1.0\n"graph/malt" = 1.0\n', "games: a run plays one graph, alone"),
-        ('graph = "malt"\n[roles.generator]\nplayer = "tiny"\n', "roles: one per node of the graph (generator, verifier, refiner); "
+        ('graph = "malt"\n[roles.generator]\nplayer = "tiny"\n', "roles: one per node of the graph with a seat (generator, verifier, refiner); "
          "missing ['verifier', 'refiner'], unknown []"),
         ('graph = "solo"\n[roles.executor]\nplayer = "scripted:noisy"\n', "roles.executor.player: no scripted player 'noisy' for a graph's "
          "nodes; choose from random, skilled, weak"),
@@ -122,6 +122,21 @@ def test_agent0s_proposer_learns_from_the_uncertainty_of_scripted_executors_and_
     assert it["proposer/learner/samples"] == sum(t.tag == "proposer" for e in episodes for t in e.turns)
     assert it["graph/proposer/invalid_rate"] == 1.0 and it["graph/executor/python_runs"] == 0.0
     assert it["eval/graph/calls_per_match"] == 4, "held-out tasks are given: only the four executors speak"
+
+
+
+def test_one_member_plays_and_learns_every_node_its_seat_plays_in_task_forge_as_a_graph(tmp_path):
+    scripted = "".join(f'[roles.{r}]\nplayer = "scripted:skilled"\n' for r in ("proposer", "verifier", "teacher"))
+    roles = f'graph = "task_forge"\n{scripted}[roles.executor]\nplayer = "tiny"\n[eval]\nevery = 0\n'
+    run = tmp_path / "run"
+    Trainer(config(tmp_path, roles, ["rollout.matches=2"]), run).run()
+    episodes = read_jsonl(run / "episodes" / "iter_000001.jsonl")
+    played = [t.tag for e in episodes for t in e.turns if t.seat == "executor"]
+    assert {"executor", "reviser"} <= set(played) <= {"executor", "reviser", "retrier"}
+    assert all(e.members["executor"] == "executor" for e in episodes)
+    (it,) = [r for r in events(run) if r["kind"] == "iteration"]
+    assert it["executor/learner/samples"] == len(played), "the executor's member learns from every node its seat played"
+    assert {f"graph/{node}/value" for node in ("proposer", "executor", "verifier", "reviser")} <= it.keys()
 
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
