@@ -22,9 +22,10 @@ Turn order, with loops unrolled to their caps:
 
 A seat sees the task (and its reference answer when the node has ``reference``), then every turn
 so far of the nodes with an edge into its node, of its own node and its own (a seat that plays
-several nodes remembers what it said), in the order they were spoken, then its brief. What a turn fails to say is judged inside the game, as in task forge: an
-answer without ``\\boxed{}`` or a verdict that is neither accept nor reject is an invalid turn
-with its reason (a verdict that cannot be read fires no conditional edge), and the match goes on.
+several nodes remembers what it said), in the order they were spoken, then its brief. What a
+turn fails to say is judged inside the game, as in task forge: an answer without ``\\boxed{}``
+or a verdict that is neither accept nor reject is an invalid turn with its reason (a verdict
+that cannot be read fires no conditional edge), and the match goes on.
 
 A node with ``tools = T`` may run Python before it speaks, as task forge's executor does: a turn
 with a ```` ```python ```` block and none of the node's output (no answer or verdict; any such
@@ -41,7 +42,7 @@ children in the unrolled graph), and a turn no later turn saw is worth the match
 Python run is worth what the seat then said: the run is part of that turn's work. The task's
 writer is worth Agent0's uncertainty reward, 1 − 2·|p̂ − ½| with p̂ the match's share of scored
 answers right (0 for an invalid task): a task every solver gets right, or none does, teaches
-nothing (``docs/research/roles.md`` §1.2).
+nothing (``docs/research/roles.md`` §1.2). A withheld hint helped nobody: it is worth 0.
 """
 
 from __future__ import annotations
@@ -206,10 +207,10 @@ class GraphGame(Rules):
         seat = self._queue[0]
         if code is not None and self._runs_left():
             self._flaw = ""
-            self.turns.append(Turn(node, seat, move, None, self._began, tool_run(self.sandbox, code), self.attempt))
+            self.turns.append(Turn(node, seat, move, None, self._began, ran=tool_run(self.sandbox, code), attempt=self.attempt))
             return [0.0] * len(self.info.seats)
         read, self._flaw, withheld = self._judged(move, read, code)
-        self.turns.append(Turn(node, self._queue.pop(0), move, read, self._began, None, self.attempt, withheld))
+        self.turns.append(Turn(node, self._queue.pop(0), move, read, self._began, attempt=self.attempt, withheld=withheld))
         if output == "task" and not self._take_task(submitted):
             return [0.0] * len(self.info.seats)
         if self._queue:
@@ -355,6 +356,8 @@ class GraphGame(Rules):
                 values[i] = leaves[i]
                 continue
             turn = self.turns[i]
+            if turn.withheld:
+                continue  # worth 0
             if turn.node == self.writer and not turn.ran:
                 values[i] = 0.0 if self.invalid_task else uncertainty_reward(share)
                 continue
@@ -376,8 +379,8 @@ def graph_metrics(played: list) -> dict[str, float]:
     """An iteration's matches of a run's graph (played ``Episode`` records): its accuracy (the
     scored answers' share right), model calls per match, and per node its invalid rate, response
     length and mean turn value (the credit MALT's propagation gives it), and a node with tools its
-    Python runs per match. Named ``graph/…``
-    whichever graph it is (a run plays one), so that a sweep over graphs compares one metric."""
+    Python runs per match. Named ``graph/…`` whichever graph it is (a run plays one), so that a
+    sweep over graphs compares one metric."""
     out = {
         "graph/accuracy": float(np.mean([ep.outcome["correct_share"] for ep in played])),
         "graph/calls_per_match": float(np.mean([len(ep.turns) for ep in played])),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import games
 from games.task_forge.families import FAMILIES, answers_match, generate
 from games.task_forge.players import submission, wrong_answer
+from roles.graph import builtin
 from roles.graph_game import graph_env
 
 ANSWERING = ("answer", "wrong", "nothing", "python", "python and answer")
@@ -108,3 +109,16 @@ def test_the_retrier_sees_its_own_answers_and_the_hint_and_the_next_attempt_star
     assert rules.view(1) == f"{task}\nYou are the executor. Solve the task. End with \\boxed{{ANSWER}}.{python}", "attempt 2 starts afresh"
     outcome = rules.outcome()
     assert outcome["attempts"] == [0, 0, 0, 0, 0, 0] and outcome["correct_share"] == 1.0
+
+
+def test_a_withheld_hint_is_worth_nothing_though_the_match_went_well():
+    spec = builtin("task_forge").model_copy(update={"attempts": 2})
+    env = graph_env(spec)
+    env.reset(seed=0)
+    env.step("<task>What is 6 times 7? Answer with a number.</task><program>print(6 * 7)</program>")
+    for said in ("\\boxed{41}", "\\boxed{reject}", "\\boxed{40}", "It is 42.", "\\boxed{42}", "\\boxed{accept}", "\\boxed{42}"):
+        env.step(said)
+    rules = env.unwrapped.rules
+    assert [t.node for t in rules.turns if t.withheld] == ["teacher"] and all(env.terminations.values())
+    outcome = rules.outcome()
+    assert outcome["correct_share"] == 0.5 and outcome["values"][4] == 0.0
