@@ -59,7 +59,6 @@ from games.task_forge.proposals import checked_task
 from games.task_forge.sandbox import Limits, players_sandbox, tool_run
 from roles.forge import ForgeRole
 from roles.formats import python_block, read_answer, read_submission, read_verdict
-from roles.rewards import uncertainty_reward
 from roles.graph import GraphSpec, builtin
 
 FORMS = {
@@ -359,6 +358,8 @@ class GraphGame(Rules):
             if turn.withheld:
                 continue  # worth 0
             if turn.node == self.writer and not turn.ran:
+                from roles.rewards import uncertainty_reward  # here: roles.rewards imports torch, and games import without it
+
                 values[i] = 0.0 if self.invalid_task else uncertainty_reward(share)
                 continue
             if turn.ran:  # worth the turn it was part of: the seat's next that spoke

@@ -9,6 +9,8 @@ import numpy as np
 
 import games
 from games.play import Player, RandomPlayer
+from games.task_forge.families import FAMILIES, generate, normalize_answer
+from games.task_forge.players import submission
 from roles.graph import BUILTIN
 
 
@@ -99,15 +101,21 @@ class TextArenaTrades:
 
 
 class GraphTurns:
-    """A turn of an orchestration graph's node, well formed: the task's answer boxed, a random
-    verdict, or a sentence of text, as the node's output asks."""
+    """A turn of an orchestration graph's node, well formed: a family task, the task's answer
+    boxed, a random verdict, or a sentence of text that does not give the answer away, as the
+    node's output asks."""
 
     def act(self, env, agent: str, rng: np.random.Generator) -> str:
         rules = env.unwrapped.rules
-        forms = rules.legal_moves()
-        if forms == ["\\boxed{ANSWER}"]:
+        output = rules.spec.nodes[rules.playing(agent)].output
+        if output == "task":
+            return submission(generate(FAMILIES[rng.integers(len(FAMILIES))], tuple(rng.random(2)), rng))
+        if output == "answer":
             return f"\\boxed{{{rules.task.answer}}}"
-        return forms[rng.integers(len(forms))] if len(forms) > 1 else "Check every step once more."
+        if output == "verdict":
+            return ["\\boxed{accept}", "\\boxed{reject}"][rng.integers(2)]
+        text = "Check every step once more."
+        return text if normalize_answer(rules.task.answer) not in normalize_answer(text) else "#"
 
 
 FREE_TEXT_PLAYERS: dict[str, Callable[[], Player]] = {
