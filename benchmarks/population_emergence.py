@@ -14,6 +14,8 @@ matches a iteration (each run's samples are summed from its events and printed, 
 - ``psro_meet``: ``psro`` whose every new snapshot first plays 256 matches against each other
   snapshot (``population.meet_matches``, psro_v2's simulations per entry), so that the next solve
   knows its row; without meetings a snapshot joins once the evaluation scheduler has played it;
+- ``psro_prd``: ``psro_meet`` with projected replicator dynamics as the meta-solver (psro_v2's
+  default) instead of the LP's Nash: it keeps a floor of mass on every snapshot;
 - ``psro_oracles``: PSRO with fresh best-response oracles (``[population.oracle]``): each starts
   from the initial weights with a fresh optimiser and trains against the meta-strategy for at
   most 5 iterations, ending early once its win rate plateaus (2 iterations against the 2 before).
@@ -52,6 +54,7 @@ RUNS = {  # each run's settings, and its training matches a iteration as a multi
     "psro": ({"population.matchmaker": "psro"}, 2),
     "psro_oracles": ({"population.matchmaker": "psro", **ORACLES}, 2),
     "psro_meet": ({"population.matchmaker": "psro", "population.meet_matches": 256}, 2),
+    "psro_prd": ({"population.matchmaker": "psro", "population.meet_matches": 256, "population.meta_solver": "prd"}, 2),
 }
 
 
@@ -74,6 +77,8 @@ def answer_of(row) -> str:
     """The run a results row is: PSRO's two kinds share the matchmaker."""
     if row["population.matchmaker"] == "psro" and row.get("population.oracle.start") == "initial":
         return "psro_oracles"
+    if row["population.matchmaker"] == "psro" and row.get("population.meta_solver") == "prd":
+        return "psro_prd"
     if row["population.matchmaker"] == "psro" and row.get("population.meet_matches", 0) > 0:
         return "psro_meet"
     return row["population.matchmaker"]

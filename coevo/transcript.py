@@ -51,7 +51,8 @@ class TranscriptPrinter:
     def turn(self, spec: MatchSpec, turn: Turn) -> None:
         seat = spec.seats[turn.seat]
         retry = f" · retry {turn.attempt}" if turn.attempt else ""
-        self.console.print(f"\n[bold]Turn {turn.index + 1} · {shown(turn.seat)}[/bold] ({shown(turn.member)}, {turn.mode}){retry}")
+        step = f" · {shown(turn.tag)}" if turn.tag and turn.tag not in turn.seat else ""  # a phase, or the node a seat plays
+        self.console.print(f"\n[bold]Turn {turn.index + 1} · {shown(turn.seat)}{step}[/bold] ({shown(turn.member)}, {turn.mode}){retry}")
         if _human(seat):
             pass  # they were shown the state as they were asked, and no model prompt
         elif self.show_prompt:

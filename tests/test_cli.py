@@ -87,7 +87,7 @@ def test_a_task_forge_executor_picks_among_options_by_forced_choice():
     options = ["--option", "choices=4", "--option", "tool_calls=0", "--option", "attempts=1"]
     result = runner.invoke(app, ["match", "task_forge", "--seat", "executor=tiny", "--mode", "choose", *options])
     assert result.exit_code == 0, result.output
-    assert "Turn 2 · executor (tiny, choose)" in result.output and "choose the right answer among the options" in result.output
+    assert "Turn 2 · executor · attempt:0 (tiny, choose)" in result.output and "choose the right answer among the options" in result.output
     free = runner.invoke(app, ["match", "task_forge", "--seat", "executor=tiny", "--mode", "choose"])
     assert free.exit_code == 2 and "takes free text from executor" in " ".join(free.output.replace("│", " ").split())
 

@@ -8,8 +8,10 @@ import os
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 import games
+from coevo.cli import app
 from games.task_forge.families import FAMILIES, answers_match, generate
 from games.task_forge.players import submission, wrong_answer
 from roles.graph import builtin
@@ -122,3 +124,9 @@ def test_a_withheld_hint_is_worth_nothing_though_the_match_went_well():
     assert [t.node for t in rules.turns if t.withheld] == ["teacher"] and all(env.terminations.values())
     outcome = rules.outcome()
     assert outcome["correct_share"] == 0.5 and outcome["values"][4] == 0.0
+
+
+def test_coevo_match_shows_which_node_a_shared_seat_plays():
+    result = CliRunner().invoke(app, ["match", "graph/task_forge", "--option", "seed_tasks=true", "--max-new-tokens", "4"])
+    assert result.exit_code == 0, result.output
+    assert "Turn 2 · executor (tiny" in result.output and "Turn 4 · executor · reviser (tiny" in result.output
