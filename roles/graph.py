@@ -100,27 +100,8 @@ class GraphSpec(BaseModel):
             needed = NEEDS.get(edge.when)
             if needed and self.nodes[edge.source].output != needed:
                 raise ValueError(f"edges[{i}]: when = {edge.when!r} needs {edge.source!r} to have output = {needed!r}")
-        writers = [name for name, node in self.nodes.items() if node.output == "task"]
-        if len(writers) > 1:
-            raise ValueError(f"nodes {', '.join(writers)} all write the task: a match has one")
-        for i, edge in enumerate(self.edges):
-            if edge.target in writers:
-                raise ValueError(f"edges[{i}]: {edge.source} -> {edge.target}: the task's writer speaks first; nothing comes into it")
-        for name in writers:
-            if self.nodes[name].repeats > 1:
-                raise ValueError(f"node {name!r} writes the task: one copy, not repeats = {self.nodes[name].repeats}")
-        for name, node in self.nodes.items():
-            if node.keep and node.output != "answer":
-                raise ValueError(f"nodes.{name}.keep: only an answering node keeps an answer; it writes {node.output}")
-            if not node.seat:
-                continue
-            owner = self.nodes.get(node.seat)
-            if owner is None or owner.seat:
-                raise ValueError(f"nodes.{name}.seat: {node.seat!r} is not a node with a seat of its own (nodes: {', '.join(self.nodes)})")
-            if writers and writers[0] in (name, node.seat):
-                raise ValueError(f"nodes.{name}.seat: the task's writer {writers[0]!r} plays only itself")
-            if owner.repeats != node.repeats:
-                raise ValueError(f"nodes.{name}.seat: {node.seat!r} has {owner.repeats} copies and {name!r} {node.repeats}; copy i plays copy i")
+        self._one_writer_first()
+        self._seats_owned()
         forward = self.forward()
         try:
             cycle = nx.find_cycle(forward)
@@ -142,6 +123,35 @@ class GraphSpec(BaseModel):
             if not any(name == end or nx.has_path(forward, name, end) for end in scored):
                 raise ValueError(f"node {name!r} leads to no scored node ({', '.join(scored)}): nothing it writes is used")
         return self
+
+    def _one_writer_first(self) -> None:
+        """At most one node writes the task, as one copy, and nothing comes into it: it speaks first."""
+        writers = [name for name, node in self.nodes.items() if node.output == "task"]
+        if len(writers) > 1:
+            raise ValueError(f"nodes {', '.join(writers)} all write the task: a match has one")
+        for i, edge in enumerate(self.edges):
+            if edge.target in writers:
+                raise ValueError(f"edges[{i}]: {edge.source} -> {edge.target}: the task's writer speaks first; nothing comes into it")
+        for name in writers:
+            if self.nodes[name].repeats > 1:
+                raise ValueError(f"node {name!r} writes the task: one copy, not repeats = {self.nodes[name].repeats}")
+
+    def _seats_owned(self) -> None:
+        """A node played by another's seat names a node with a seat of its own (not the task's
+        writer), with as many copies; only an answering node keeps an answer."""
+        writer = self.writer()
+        for name, node in self.nodes.items():
+            if node.keep and node.output != "answer":
+                raise ValueError(f"nodes.{name}.keep: only an answering node keeps an answer; it writes {node.output}")
+            if not node.seat:
+                continue
+            owner = self.nodes.get(node.seat)
+            if owner is None or owner.seat:
+                raise ValueError(f"nodes.{name}.seat: {node.seat!r} is not a node with a seat of its own (nodes: {', '.join(self.nodes)})")
+            if writer in (name, node.seat):
+                raise ValueError(f"nodes.{name}.seat: the task's writer {writer!r} plays only itself")
+            if owner.repeats != node.repeats:
+                raise ValueError(f"nodes.{name}.seat: {node.seat!r} has {owner.repeats} copies and {name!r} {node.repeats}; copy i plays copy i")
 
     def graph(self) -> nx.DiGraph:
         """Every node with its attributes, every edge with ``when`` and ``rounds``."""

@@ -349,6 +349,8 @@ class GraphGame(Rules):
     def _values(self, leaves: dict[int, float], share: float) -> list[float]:
         """Each turn's value (see the module docstring): from the last turn back, so that a turn's
         children are valued before it."""
+        from roles.rewards import uncertainty_reward  # here, not above: roles.rewards imports torch, games import without it
+
         values: list[float] = [0.0] * len(self.turns)
         for i in reversed(range(len(self.turns))):
             if i in leaves:
@@ -358,8 +360,6 @@ class GraphGame(Rules):
             if turn.withheld:
                 continue  # worth 0
             if turn.node == self.writer and not turn.ran:
-                from roles.rewards import uncertainty_reward  # here: roles.rewards imports torch, and games import without it
-
                 values[i] = 0.0 if self.invalid_task else uncertainty_reward(share)
                 continue
             if turn.ran:  # worth the turn it was part of: the seat's next that spoke
