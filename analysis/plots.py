@@ -505,8 +505,8 @@ def lineage(graph: nx.DiGraph) -> Figure:
 
 # ---- orchestration graphs ----------------------------------------------------------------------
 
-NODE_METRICS = {"value": "value", "invalid_rate": "invalid", "response_tokens": "tokens"}  # graph_metrics' names
-NODE_SIZE = 3600  # room for a node's name and three metrics
+NODE_METRICS = {"value": "value", "invalid_rate": "invalid", "response_tokens": "tokens", "python_runs": "runs"}  # graph_metrics' names
+NODE_SIZE = 3600  # room for a node's name and its metrics
 
 
 def graph_of(config: dict) -> tuple[str, GraphSpec]:
@@ -521,8 +521,8 @@ def graph_of(config: dict) -> tuple[str, GraphSpec]:
 
 
 def node_metrics(metrics: pd.DataFrame, nodes: Sequence[str]) -> pd.DataFrame:
-    """Per node (rows), the last iteration's value, invalid rate and response tokens (columns),
-    as ``roles.graph_game.graph_metrics`` logged them; NaN where a node has none."""
+    """Per node (rows), the last iteration's value, invalid rate, response tokens and Python runs
+    per match (columns), as ``roles.graph_game.graph_metrics`` logged them; NaN where a node has none."""
     rows = metrics[metrics["kind"] == "iteration"]
     if rows.empty:
         raise NoData("no iteration logged yet")
@@ -535,8 +535,9 @@ def node_metrics(metrics: pd.DataFrame, nodes: Sequence[str]) -> pd.DataFrame:
 
 def graph_nodes(played: tuple[str, GraphSpec], metrics: pd.DataFrame) -> Figure:
     """The graph as played: nodes in layers of the turn order (loops drawn as arcs back), each
-    with its last iteration's mean turn value (MALT's credit), invalid rate and response length;
-    conditional edges and loop caps written on their edge."""
+    with its last iteration's mean turn value (MALT's credit), invalid rate, response length and
+    Python runs, and the seat that plays it when it is another node's ("by executor"); conditional edges and loop
+    caps written on their edge."""
     game, spec = played
     table = node_metrics(metrics, list(spec.nodes))
     graph, forward = spec.graph(), spec.forward()
@@ -544,7 +545,8 @@ def graph_nodes(played: tuple[str, GraphSpec], metrics: pd.DataFrame) -> Figure:
         for node in nodes:
             graph.nodes[node]["layer"] = layer
     positions = nx.multipartite_layout(graph, subset_key="layer")
-    fig, ax = _single(f"{game}: per node, iteration {int(metrics['iteration'].max())}", size=(8, 4.5))
+    attempts = f", {spec.attempts} attempts a match" if spec.attempts > 1 else ""
+    fig, ax = _single(f"{game}: per node, iteration {int(metrics['iteration'].max())}{attempts}", size=(8, 4.5))
     xs, ys = zip(*positions.values())  # limits first: a self-loop's arc is drawn to the axes' scale
     ax.set(xlim=(min(xs) - 0.3, max(xs) + 0.3), ylim=(min(ys) - 0.6, max(ys) + 0.6))
     layer = nx.get_node_attributes(graph, "layer")
@@ -560,6 +562,7 @@ def graph_nodes(played: tuple[str, GraphSpec], metrics: pd.DataFrame) -> Figure:
     nx.draw_networkx_nodes(graph, positions, ax=ax, node_size=NODE_SIZE, node_color="white", edgecolors="0.3")
     labels = {
         node: "\n".join([f"{node}" + (f" ×{spec.nodes[node].repeats}" if spec.nodes[node].repeats > 1 else ""),
+                         *([f"by {spec.nodes[node].seat}"] if spec.nodes[node].seat else []),
                          *([f"↻ {notes[node, node]}"] if graph.has_edge(node, node) else []),
                          *(f"{k} {v:.2f}" for k, v in row.items() if not np.isnan(v))])
         for node, row in table.iterrows()

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from analysis import plots
 from analysis.load import METRIC_COLUMNS, PAYOFF_COLUMNS, load_run, load_sweep
 from games.kuhn_analysis import INFOSETS, THIRD, nash
+from roles.graph import builtin
 from tests.runs import events
 
 KUHN = {"learning_curves", "outcomes", "kuhn_strategy", "collapse"}
@@ -417,10 +418,13 @@ def test_each_node_shows_its_last_iterations_value_invalid_rate_and_length(graph
     table = plots.node_metrics(run.metrics, list(spec.nodes))
     last = [e for e in events(graph_run) if e["kind"] == "iteration"][-1]
     for node in spec.nodes:
-        assert table.loc[node].tolist() == [last[f"graph/{node}/{m}"] for m in ("value", "invalid_rate", "response_tokens")]
+        assert table.loc[node].tolist()[:3] == [last[f"graph/{node}/{m}"] for m in ("value", "invalid_rate", "response_tokens")]
+    assert table["runs"].loc["executor"] == last["graph/executor/python_runs"] and table["runs"].drop("executor").isna().all()
     labels = [t.get_text() for t in plots.graph_nodes((game, spec), run.metrics).axes[0].texts]
     assert f"planner\nvalue {last['graph/planner/value']:.2f}" in "\n".join(labels)
     assert "rejected ≤2 rounds" in labels, "a conditional loop says when and how often"
+    forge = [t.get_text() for t in plots.graph_nodes(("graph/task_forge", builtin("task_forge")), run.metrics).axes[0].texts]
+    assert "reviser\nby executor" in forge and "retrier\nby executor" in forge
 
 
 def test_a_custom_graph_is_read_from_the_config_and_a_seat_game_has_none():
