@@ -247,8 +247,8 @@ class TrainConfig(Strict):
     @model_validator(mode="after")
     def _choose_needs_move_lists(self) -> TrainConfig:
         if self.mode == "choose":
-            envs = {g: games.make(g) for g in self.games if not g.startswith("graph/")}
-            free = [g for g in self.games if g not in envs or not any(choosable(envs[g], s) for s in envs[g].possible_agents)]
+            envs = {g: games.make(g) for g in self.games if not g.startswith("graph/")}  # a graph's seats: RunConfig's check
+            free = [g for g, env in envs.items() if not any(choosable(env, s) for s in env.possible_agents)]
             if free:
                 raise ValueError(f"mode = 'choose' needs games with a move list; {free} take free text (use mode = 'generate')")
         return self

@@ -145,7 +145,7 @@ class ForgeConfig(Strict):
         ge=0,
         description="multiple choice: the executor picks its answer among this many options (the reference and answers "
         "of other tasks of its family), so forced choice (mode = 'choose') can play it; needs tool_calls = 0 and a "
-        "scripted proposer; 0 = free answers",
+        "scripted proposer; in a graph, its answering nodes pick among options and run no Python; 0 = free answers",
     )
     sandbox: Literal["bwrap", "rlimit"] = Field(
         "bwrap",
@@ -207,6 +207,8 @@ class RunConfig(TrainConfig):
             kwargs |= {"sandbox": self.forge.sandbox, "limits": self.forge.limits()}
         if spec is not None and spec.writer():
             kwargs["seed_tasks"] = self.forge.seed_tasks
+        if spec is not None and self.forge.choices:
+            kwargs["choices"] = self.forge.choices
         return kwargs
 
     @model_validator(mode="after")
@@ -249,6 +251,25 @@ class RunConfig(TrainConfig):
             RewardConfig(**self.rewards)
         except TypeError as err:
             raise ValueError(f"rewards: {err}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _graph_seats_choosable(self) -> RunConfig:
+        """Forced choice plays a graph's model seats only where every node they play offers
+        options: a verdict, or an answer under ``[forge] choices``."""
+        game = next(iter(self.games))
+        if self.mode != "choose" or not game.startswith("graph/") or len(self.games) > 1:
+            return self
+        env = games.make(game, **{**self.game_kwargs(game), "sandbox": "rlimit"})  # nothing runs: the rules are asked
+        env.reset(seed=0)
+        for seat in env.possible_agents:
+            node = env.unwrapped.rules.node_of[seat]
+            role = (self.roles or {}).get(node)  # a missing one is the roles' check's to name
+            if (role is None or role.scripted is None) and not choosable(env, seat):
+                raise ValueError(
+                    f"mode: forced choice cannot play the {seat} of {game} (a node it plays writes free text, or answers "
+                    "without options); set [forge] choices for answering nodes, seat a scripted player there, or use mode = 'generate'"
+                )
         return self
 
     def _roles_are_nodes(self, spec: GraphSpec) -> None:

@@ -27,6 +27,12 @@ turn fails to say is judged inside the game, as in task forge: an answer without
 or a verdict that is neither accept nor reject is an invalid turn with its reason (a verdict
 that cannot be read fires no conditional edge), and the match goes on.
 
+With ``choices = N`` the answering nodes pick among N options instead of writing an answer, as
+task forge's executor does under multiple choice: the reference and N − 1 answers of other tasks
+of its family, drawn once the task is set (a written task must then name its family, as a
+scripted proposer's does), and they run no Python. Forced choice can then play every answering
+and verdict node.
+
 A node with ``tools = T`` may run Python before it speaks, as task forge's executor does: a turn
 with a ```` ```python ```` block and none of the node's output (no answer or verdict; any such
 turn of a text node) runs the block in the sandbox while the seat has runs left in this turn of
@@ -47,13 +53,13 @@ nothing (``docs/research/roles.md`` §1.2). A withheld hint helped nobody: it is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 import numpy as np
 
 from games.core import GameInfo, Parsed, Rules, TextGameEnv
-from games.task_forge.families import FAMILIES, Task, answers_match, generate, normalize_answer
+from games.task_forge.families import FAMILIES, Task, answers_match, distractors, generate, normalize_answer
 from games.task_forge.players import task_knobs
 from games.task_forge.proposals import checked_task
 from games.task_forge.sandbox import Limits, players_sandbox, tool_run
@@ -104,10 +110,14 @@ class GraphGame(Rules):
     def __init__(
         self, rng: np.random.Generator, spec: GraphSpec, name: str = "custom", families: tuple[str, ...] = FAMILIES,
         task: Task | None = None, sandbox: str = "bwrap", limits: Limits | None = None, seed_tasks: bool = False,
+        choices: int = 0,
     ):  # fmt: skip
         """``sandbox`` and ``limits``: where and under what limits players' code runs (task forge's;
         made only when a node has tools or writes the task). ``seed_tasks``: when the written task
-        is invalid, play a drawn one (task forge's option)."""
+        is invalid, play a drawn one (task forge's option). ``choices``: multiple choice (see the
+        module docstring); 0 for free answers."""
+        if choices == 1 or choices < 0:
+            raise ValueError(f"choices is 0 (free answers) or at least 2 options, got {choices}")
         self.spec, self.graph, forward = spec, spec.graph(), spec.forward()
         self.node_of = node_of_seat(spec)
         self.scored = set(spec.scored())
@@ -124,9 +134,12 @@ class GraphGame(Rules):
             f"You are one of the roles of the {name} graph: {', '.join(spec.nodes)}. Each role sees the task and what"
             " the roles before it said, then does its part. The answer of the last role is graded."
         )
-        self.rng, self.families, self.seed_tasks = rng, families, seed_tasks
+        self.rng, self.families, self.seed_tasks, self.choices = rng, families, seed_tasks, choices
         self.invalid_task, self.seeded = "", False
-        self.task: Task | None = task or (self._draw() if self.writer is None else None)
+        self.task: Task | None = None
+        self.options: list[str] = []  # with choices: what the answering nodes pick among, in the order shown
+        if task is not None or self.writer is None:
+            self._set_task(task or self._draw())
         self.turns: list[Turn] = []
         self.loops_taken = dict.fromkeys(((e.source, e.target) for e in spec.edges if e.rounds), 0)  # in this attempt
         self.loops_followed = dict(self.loops_taken)  # in the match
@@ -140,6 +153,14 @@ class GraphGame(Rules):
         self._queue: list[str] = []  # the seats of the node now speaking, still to speak
         self._flaw = ""
         self._next_node(-1)
+
+    def _set_task(self, task: Task) -> None:
+        """The task the match plays, with its options under multiple choice."""
+        self.task = task
+        if self.choices:  # at the knobs its label states (four decimals), as task forge draws them
+            labelled = replace(task, knobs=tuple(task_knobs(task.label)))
+            options = [task.answer, *distractors(labelled, self.choices - 1, self.rng)]
+            self.options = [options[i] for i in self.rng.permutation(len(options))]
 
     def _draw(self) -> Task:
         """A task of a random family at random knobs."""
@@ -179,12 +200,24 @@ class GraphGame(Rules):
         if not self._queue:
             return []
         node = self.spec.nodes[self._speaking]
+        if self.choices and node.output == "answer":
+            return [f"\\boxed{{{option}}}" for option in self.options]
         return [*FORMS[node.output], *([RUN_FORM] if self._runs_left() else [])]
 
     def _runs_left(self) -> int:
-        """Python runs the seat to move has left in this turn of its node."""
-        seat = self._queue[0]
-        return self.spec.nodes[self._speaking].tools - sum(t.seat == seat for t in self.turns[self._began :] if t.ran)
+        """Python runs the seat to move has left in this turn of its node (none for an answer
+        picked among options)."""
+        seat, node = self._queue[0], self.spec.nodes[self._speaking]
+        if self.choices and node.output == "answer":
+            return 0
+        return node.tools - sum(t.seat == seat for t in self.turns[self._began :] if t.ran)
+
+    def choosable(self, seat: int) -> bool:
+        """Whether forced choice can play ``seat``: every node it plays gives a verdict, or an
+        answer among options."""
+        owner = self.node_of[self.info.seats[seat]]
+        played = [node for name, node in self.spec.nodes.items() if name == owner or node.seat == owner]
+        return all(node.output == "verdict" or node.output == "answer" and self.choices > 0 for node in played)
 
     def parse(self, text: str, lenient: bool = False) -> Parsed:
         """Every text is a turn; what it fails to say is judged in the game (see the module docstring)."""
@@ -249,14 +282,17 @@ class GraphGame(Rules):
         if submitted is not None:
             statement, program, label = submitted
             answer, reason = checked_task(self.sandbox, statement, program)
+            family = label.get("family") if label.get("family") in FAMILIES else "proposed"
+            if answer is not None and self.choices and family == "proposed":
+                answer, reason = None, f"multiple choice needs the task's family (one of {', '.join(FAMILIES)}); got {label.get('family')!r}"
             if answer is not None:
                 knobs = task_knobs(label)
-                family = label.get("family") if label.get("family") in FAMILIES else "proposed"
-                self.task = Task(family, (0.0, 0.0) if knobs is None else tuple(knobs), statement, program, answer)
+                self._set_task(Task(family, (0.0, 0.0) if knobs is None else tuple(knobs), statement, program, answer))
                 return True
         self.invalid_task = self._flaw = reason
         if self.seed_tasks:
-            self.task, self.seeded = self._draw(), True
+            self._set_task(self._draw())
+            self.seeded = True
             return True
         self._queue, self._speaking = [], None
         return False

@@ -139,6 +139,27 @@ def test_one_member_plays_and_learns_every_node_its_seat_plays_in_task_forge_as_
     assert {f"graph/{node}/value" for node in ("proposer", "executor", "verifier", "reviser")} <= it.keys()
 
 
+
+def test_forced_choice_plays_a_graphs_answering_nodes_under_multiple_choice_and_is_refused_where_a_node_writes_text(tmp_path):
+    debate = config(tmp_path, 'graph = "debate"\nmode = "choose"\n[forge]\nchoices = 4\n')
+    env = games.make("graph/debate", **debate.game_kwargs("graph/debate"))
+    env.reset(seed=0)
+    rules = env.unwrapped.rules
+    assert len(rules.options) == 4 and rules.task.answer in rules.options
+    assert env.unwrapped.legal_moves(env.agent_selection) == [f"\\boxed{{{o}}}" for o in rules.options]
+    run = tmp_path / "run"
+    Trainer(debate, run).run()
+    episodes = read_jsonl(run / "episodes" / "iter_000001.jsonl")
+    assert all(t.mode == "choose" and t.valid for e in episodes for t in e.turns), "every turn picks one of the options"
+    with pytest.raises(ConfigError, match="mode: forced choice cannot play the verifier of graph/malt"):
+        config(tmp_path, 'graph = "malt"\nmode = "choose"\n[forge]\nchoices = 4\n')
+    with pytest.raises(ConfigError, match="mode: forced choice cannot play the debater_0 of graph/debate"):
+        config(tmp_path, 'graph = "debate"\nmode = "choose"\n')
+    scripted = config(tmp_path, 'graph = "malt"\nmode = "choose"\n[forge]\nchoices = 4\n[roles.generator]\nplayer = "tiny"\n'
+                      '[roles.verifier]\nplayer = "scripted:skilled"\n[roles.refiner]\nplayer = "tiny"\n')
+    assert scripted.forge.choices == 4, "the text node seated by a scripted player: the model seats all choose"
+
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 CALLS = {"solo": 1, "malt": 3, "debate": 7}  # model calls a match
 

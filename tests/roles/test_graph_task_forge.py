@@ -1,7 +1,8 @@
 """Task forge's four roles as an orchestration graph (``graph/task_forge``) play the same matches
 as ``task_forge`` itself: for the same seed and the same moves, the same seat moves at every turn,
-the same turns are invalid, the same task is played, and every attempt reads the same answer,
-verdict, revision, hint and retry. Only the words of the views differ."""
+the same turns are invalid, the same task is played (with the same options under multiple
+choice), and every attempt reads the same answer, verdict, revision, hint and retry. Only the
+words of the views differ."""
 
 import os
 
@@ -26,8 +27,8 @@ MOVES = {
 }
 
 
-def move(seat: str, kind: str, reference: str | None, rng: np.random.Generator) -> str:
-    """One move of ``kind`` for ``seat``, written from the task's reference answer."""
+def move(seat: str, kind: str, reference: str | None, rng: np.random.Generator, options: list[str]) -> str:
+    """One move of ``kind`` for ``seat``, written from the task's reference answer (or its options)."""
     wrong = wrong_answer(reference, rng) if reference else "7"
     return {
         "valid": lambda: submission(generate(FAMILIES[rng.integers(len(FAMILIES))], tuple(rng.random(2)), rng)),
@@ -42,6 +43,7 @@ def move(seat: str, kind: str, reference: str | None, rng: np.random.Generator) 
         "reject": lambda: "Off by one. \\boxed{reject}",
         "hint": lambda: "Check the last step again.",
         "leak": lambda: f"The answer is {reference}.",
+        "option": lambda: f"\\boxed{{{options[rng.integers(len(options))]}}}",
     }[kind]()
 
 
@@ -63,18 +65,19 @@ def attempts_of_graph(rules) -> list[dict]:
 
 
 @settings(max_examples=int(os.environ.get("FORGE_GRAPH_EXAMPLES", 60)), deadline=None)
-@given(seed=st.integers(0, 2**16), seed_tasks=st.booleans(), data=st.data())
-def test_task_forge_as_a_graph_plays_the_same_matches_as_task_forge(seed, seed_tasks, data):
-    forge = games.make("task_forge", teacher=True, seed_tasks=seed_tasks)
-    graph = graph_env("task_forge", seed_tasks=seed_tasks)
+@given(seed=st.integers(0, 2**16), seed_tasks=st.booleans(), choices=st.sampled_from([0, 4]), data=st.data())
+def test_task_forge_as_a_graph_plays_the_same_matches_as_task_forge(seed, seed_tasks, choices, data):
+    forge = games.make("task_forge", teacher=True, seed_tasks=seed_tasks, choices=choices, tool_calls=0 if choices else 2)
+    graph = graph_env("task_forge", seed_tasks=seed_tasks, choices=choices)
     forge.reset(seed=seed)
     graph.reset(seed=seed)
     rng = np.random.default_rng(seed)
     while not all(forge.terminations.values()):
         seat = forge.agent_selection
         assert graph.agent_selection == seat and not any(graph.terminations.values())
-        kind = data.draw(st.sampled_from(MOVES[seat]), label=seat)
-        said = move(seat, kind, forge.unwrapped.rules.reference, rng)
+        assert graph.unwrapped.rules.options == forge.unwrapped.rules.options
+        kind = data.draw(st.sampled_from(MOVES[seat] + (("option",) if choices and seat == "executor" else ())), label=seat)
+        said = move(seat, kind, forge.unwrapped.rules.reference, rng, forge.unwrapped.rules.options)
         forge.step(said)
         graph.step(said)
         assert graph.infos[seat]["valid"] == forge.infos[seat]["valid"], (seat, kind, forge.infos[seat], graph.infos[seat])
