@@ -135,11 +135,11 @@ def test_population_emergence_prints_every_matchmakers_final_value():
     stdout = run_benchmark("population_emergence.py", "--quick")
     report = json.loads(stdout.strip().splitlines()[-1])
     assert report["iterations"] == 3
-    assert set(report["final_mean"]) == {"self_play", "fictitious", "psro", "psro_oracles", "psro_meet", "self_play_average"}
+    assert set(report["final_mean"]) == {"self_play", "fictitious", "psro", "psro_oracles", "psro_meet", "psro_prd", "self_play_average"}
     for row in report["runs"].values():
         assert 0 <= row["best"] <= row["first"] <= 0.5 and 0 <= row["final"] <= 0.5 and row["samples"] > 0
     assert report["ratio_vs_self_play"]["self_play"] == 1.0
-    for name in ("fictitious", "psro", "psro_oracles", "psro_meet"):  # twice the matches against snapshots: about the samples of self-play's
+    for name in ("fictitious", "psro", "psro_oracles", "psro_meet", "psro_prd"):  # twice the matches against snapshots: about the samples of self-play's
         assert 0.75 < report["samples_vs_self_play"][name] < 1.33, report["samples_vs_self_play"]
 
 
