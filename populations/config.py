@@ -264,8 +264,8 @@ class RunConfig(TrainConfig):
         env.reset(seed=0)
         for seat in env.possible_agents:
             node = env.unwrapped.rules.node_of[seat]
-            role = (self.roles or {}).get(node)  # a missing one is the roles' check's to name
-            if (role is None or role.scripted is None) and not choosable(env, seat):
+            model = self.roles is None or self.roles[node].scripted is None  # without [roles], one policy plays every seat
+            if model and not choosable(env, seat):
                 raise ValueError(
                     f"mode: forced choice cannot play the {seat} of {game} (a node it plays writes free text, or answers "
                     "without options); set [forge] choices for answering nodes, seat a scripted player there, or use mode = 'generate'"
