@@ -254,6 +254,21 @@ class RunConfig(TrainConfig):
         return self
 
     @model_validator(mode="after")
+    def _graph_options_have_families(self) -> RunConfig:
+        """Under multiple choice a graph's written task must name its family, which only a
+        scripted writer's does (as in task forge)."""
+        spec = self.graph_spec if len(self.games) == 1 and next(iter(self.games)).startswith("graph/") else None
+        writer = spec and spec.writer()
+        if not (writer and self.forge.choices) or self.forge.seed_tasks:
+            return self
+        if self.roles is None or self.roles[writer].scripted is None:
+            raise ValueError(
+                f"forge.choices: the options come from the task's family, which only a scripted writer's tasks name; "
+                f"seat one at [roles.{writer}], or set [forge] seed_tasks = true"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _graph_seats_choosable(self) -> RunConfig:
         """Forced choice plays a graph's model seats only where every node they play offers
         options: a verdict, or an answer under ``[forge] choices``."""

@@ -71,6 +71,8 @@ def test_a_graph_whose_node_runs_python_gets_the_sandbox_forge_sets_and_others_n
         ('[advantage]\nestimator = "malt"\n', "advantage.estimator: malt credits task forge's attempts or an orchestration "
          "graph's turns; kuhn_poker has none"),
         ('graph = "solo"\n[roles.executor]\nplayer = "tiny"\ntask_filter = true\n', "roles.executor: task_filter and kickstart"),
+        ('graph = "agent0"\n[forge]\nchoices = 4\n', "forge.choices: the options come from the task's family, which only a scripted "
+         "writer's tasks name; seat one at [roles.proposer], or set [forge] seed_tasks = true"),
     ],
 )  # fmt: skip
 def test_a_graph_that_does_not_fit_the_run_is_one_line_naming_the_field(tmp_path, text, message):
