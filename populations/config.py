@@ -257,11 +257,11 @@ class RunConfig(TrainConfig):
     def _graph_options_have_families(self) -> RunConfig:
         """Under multiple choice a graph's written task must name its family, which only a
         scripted writer's does (as in task forge)."""
-        spec = self.graph_spec if len(self.games) == 1 and next(iter(self.games)).startswith("graph/") else None
+        spec = self.graph_spec  # one graph, its spec given: the checks above
         writer = spec and spec.writer()
         if not (writer and self.forge.choices) or self.forge.seed_tasks:
             return self
-        if self.roles is None or self.roles[writer].scripted is None:
+        if self._model_plays(writer):
             raise ValueError(
                 f"forge.choices: the options come from the task's family, which only a scripted writer's tasks name; "
                 f"seat one at [roles.{writer}], or set [forge] seed_tasks = true"
@@ -278,14 +278,16 @@ class RunConfig(TrainConfig):
         env = games.make(game, **{**self.game_kwargs(game), "sandbox": "rlimit"})  # nothing runs: the rules are asked
         env.reset(seed=0)
         for seat in env.possible_agents:
-            node = env.unwrapped.rules.node_of[seat]
-            model = self.roles is None or self.roles[node].scripted is None  # without [roles], one policy plays every seat
-            if model and not choosable(env, seat):
+            if self._model_plays(env.unwrapped.rules.node_of[seat]) and not choosable(env, seat):
                 raise ValueError(
                     f"mode: forced choice cannot play the {seat} of {game} (a node it plays writes free text, or answers "
                     "without options); set [forge] choices for answering nodes, seat a scripted player there, or use mode = 'generate'"
                 )
         return self
+
+    def _model_plays(self, node: str) -> bool:
+        """Whether a model plays a graph node's seat: without [roles], one policy plays every seat."""
+        return self.roles is None or self.roles[node].scripted is None
 
     def _roles_are_nodes(self, spec: GraphSpec) -> None:
         """A graph's roles: one per node with a seat of its own (a node another's seat plays is that
