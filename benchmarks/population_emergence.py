@@ -26,11 +26,19 @@ plays OpenSpiel's Leduc poker instead (pip install 'coevo[openspiel]'): the same
 game, ``examples/openspiel_leduc_tiny.toml``'s matches, epochs and iterations (512, 8 and 8) and a
 snapshot every iteration, analysed by OpenSpiel
 (``leduc_poker/population_exploitability``; uniform play 2.37). The runs go
-through ``coevo sweep`` (two at a time by default). Prints a table, then one JSON line with every
-curve's final and best values and each answer's mean final value over the seeds, with its ratio
-to self-play's last iterate.
+through ``coevo sweep`` (two at a time by default).
 
-    python benchmarks/population_emergence.py [--game leduc] [--seeds 0 1] [--iterations 80] [--answers psro_meet] [--quick]
+Each answer is then distilled into one model, as ``coevo distill`` does (a population's mixture,
+self-play's average policy; ``--distill-steps``, 0 to skip): a mixture cannot be deployed, the
+model can, and its exploitability is measured like any policy's (the ``*_distilled`` answers).
+
+Prints a table, then one JSON line with every curve's final and best values and each answer's
+mean final value over the seeds, with its ratio to self-play's last iterate. ``--set`` changes
+every run's config (``optim.kl_coef=0 optim.entropy_coef=0 optim.lr_schedule=constant``: SPIRAL's
+unregularised recipe).
+
+    python benchmarks/population_emergence.py [--game leduc] [--seeds 0 1] [--iterations 80] [--answers psro_meet]
+        [--set optim.kl_coef=0 ...] [--distill-steps 300] [--quick]
 """
 
 from __future__ import annotations
@@ -38,12 +46,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
 import tomli_w
 
 from populations.config import load_run_config
+from populations.distill import distill_run
 from populations.sweep import run_sweep
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -102,9 +112,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--answers", nargs="+", choices=list(RUNS), default=list(RUNS), help="the runs (default: all)")
     parser.add_argument("--quick", action="store_true", help="3 iterations of 16 matches: a smoke test")
+    parser.add_argument(
+        "--set", nargs="+", default=[], metavar="KEY=VALUE", help="changes to every run's config, e.g. optim.kl_coef=0"
+    )
+    parser.add_argument("--distill-steps", type=int, default=300, help="distillation steps per answer (0: none)")
     args = parser.parse_args()
     prefix, changes_of = GAMES[args.game]
-    changes = [*changes_of(), *(["rollout.matches=16", "population.eval_matches=4", "population.snapshot_every=1"] if args.quick else [])]
+    changes = [*changes_of(), *args.set, *(["rollout.matches=16", "population.eval_matches=4", "population.snapshot_every=1"] if args.quick else [])]
     iterations = 3 if args.quick else args.iterations
     if iterations:
         changes.append(f"iterations={iterations}")
@@ -130,15 +144,24 @@ def main() -> None:
             population, average, samples[name, seed] = curves(Path(row.run_dir), prefix)
             runs[name, seed] = population
             if name == "self_play":
-                runs["self_play_average", seed] = average
+                runs["self_play_average", seed], samples["self_play_average", seed] = average, samples[name, seed]
+            if args.distill_steps:
+                answer = "self_play_average" if name == "self_play" else name
+                target = "average" if name == "self_play" else "mixture"
+                model = out / "distilled" / Path(row.run_dir).name
+                print(f"distilling {answer}, seed {seed}", file=sys.stderr, flush=True)
+                fitted = distill_run(Path(row.run_dir), model, target=target, steps=10 if args.quick else args.distill_steps)
+                runs[f"{answer}_distilled", seed] = [fitted["distilled_exploitability"]]
+                samples[f"{answer}_distilled", seed] = samples[name, seed]
         budget = int(table["iteration"].iloc[0])
-    report: dict = {"benchmark": "population_emergence", "game": args.game, "iterations": budget, "seeds": args.seeds, "runs": {}}
-    print(f"{'answer':<18}{'seed':>5}{'samples':>9}{'first':>9}{'best':>9}{'final':>9}")
+    report: dict = {"benchmark": "population_emergence", "game": args.game, "iterations": budget, "seeds": args.seeds, "set": args.set, "runs": {}}
+    print(f"{'answer':<30}{'seed':>5}{'samples':>9}{'first':>9}{'best':>9}{'final':>9}")
     for (name, seed), values in sorted(runs.items()):
-        trained = samples[name.removesuffix("_average"), seed]
-        print(f"{name:<18}{seed:>5}{trained:>9.0f}{values[0]:>9.3f}{min(values):>9.3f}{values[-1]:>9.3f}")
+        trained = samples[name, seed]
+        print(f"{name:<30}{seed:>5}{trained:>9.0f}{values[0]:>9.3f}{min(values):>9.3f}{values[-1]:>9.3f}")
         report["runs"][f"{name}/seed{seed}"] = {"first": values[0], "best": min(values), "final": values[-1], "samples": trained}
-    answers = sorted({name for name, _ in runs}, key=[*RUNS, "self_play_average"].index)
+    order = [*RUNS, "self_play_average"]
+    answers = sorted({name for name, _ in runs}, key=lambda name: (name.endswith("_distilled"), order.index(name.removesuffix("_distilled"))))
     finals = {name: statistics.mean(runs[name, s][-1] for s in args.seeds) for name in answers}
     report["final_mean"] = finals
     if "self_play" in finals:

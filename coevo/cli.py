@@ -9,7 +9,7 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Literal, NoReturn
 
 import typer
 from rich.console import Console
@@ -425,15 +425,19 @@ def report(
 
 @app.command()
 def distill(
-    run_dir: Annotated[Path, typer.Argument(help="A run of an OpenSpiel game in forced choice (coevo train printed it).")],
+    run_dir: Annotated[Path, typer.Argument(help="A run of Kuhn poker or a small OpenSpiel game in forced choice (coevo train printed it).")],
     out: Annotated[Path, typer.Option(help="The folder the distilled model is saved in (a Hugging Face model folder).")],
+    target: Annotated[
+        Literal["mixture", "average"] | None,
+        typer.Option(help="The population's meta-strategy mixture, or the learner's average policy (default: the mixture when the run has a population)."),
+    ] = None,
     steps: Annotated[int, typer.Option(min=1, help="Optimiser steps.")] = 300,
     batch: Annotated[int, typer.Option(min=1, help="Information states a step (all of them, when the game has fewer).")] = 64,
     lr: Annotated[float, typer.Option(min=0, help="Adam's learning rate.")] = 3e-3,
 ) -> None:
-    """Distil the run's answer into one model, as NFSP's average network: a self-play run's average
-    policy (every policy its learner held, reach-weighted: what converges when the last one
-    cycles), a population's meta-strategy mixture; print the exploitability of that target, the
+    """Distil the run's answer into one model, as NFSP's average network: a population's
+    meta-strategy mixture, or a learner's average policy (every policy it held, reach-weighted:
+    what converges when the last one cycles); print the exploitability of that target, the
     learner's last policy and the distilled model as one JSON line."""
     from populations.distill import CannotDistill, distill_run
 
@@ -443,7 +447,7 @@ def distill(
     with Progress(TextColumn("[bold]distilling"), BarColumn(bar_width=30), TimeRemainingColumn(), console=console) as bar:
         task = bar.add_task("", total=steps)
         try:
-            result = distill_run(run_dir, out, steps=steps, batch=batch, lr=lr, progress=lambda step: bar.update(task, completed=step))
+            result = distill_run(run_dir, out, target=target, steps=steps, batch=batch, lr=lr, progress=lambda step: bar.update(task, completed=step))
         except CannotDistill as err:
             _fail(f"error: {err}")
     typer.echo(json.dumps(result))

@@ -98,6 +98,27 @@ def average(strategies: Sequence[Strategy], weights: Sequence[Real] | None = Non
     return out
 
 
+def reach(strategy: Strategy) -> dict[str, Real]:
+    """How often play reaches each information set when ``strategy`` plays both seats, chance
+    included (each of the 6 deals 1/6): the weights a distilled model's fit is judged by, since
+    a set play seldom reaches matters little to the game's value."""
+    out: dict[str, Real] = {}
+    for key in INFOSETS:
+        card, history = key[0], key[1:]
+        total: Real = Fraction(0)
+        for other in CARDS:
+            if other == card:
+                continue
+            cards = (card, other) if len(history) % 2 == 0 else (other, card)
+            p: Real = Fraction(1, 6)
+            for i, letter in enumerate(history):  # the move made at each earlier set on the way
+                aggressive = strategy[cards[i % 2] + history[:i]]
+                p *= aggressive if letter == "b" else 1 - aggressive
+            total += p
+        out[key] = total
+    return out
+
+
 THIRD = Fraction(1, 3)
 
 

@@ -10,6 +10,7 @@ log-probs at the policy's sampling temperature — the forced-choice policy itse
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,9 @@ from roles.seat import SeatRole
 LETTER_MOVES = {"c": "check", "b": "bet"}
 
 
-def _infoset_request(key: str, sampling: Sampling, adapter: str | None, compact: bool) -> tuple[Request, list[str]]:
+def kuhn_infoset(key: str) -> tuple[Any, str]:
+    """A Kuhn env at information set ``key`` (``games.kuhn_analysis``'s names), and the seat to
+    move there: its prompt and legal moves are what play shows at that set."""
     card, history = key[0], key[1:]
     seat = len(history) % 2  # the first player acts at "" and "cb", the second at "c" and "b"
     env = games.make("kuhn_poker")
@@ -34,11 +37,14 @@ def _infoset_request(key: str, sampling: Sampling, adapter: str | None, compact:
     rules.cards[1 - seat] = next(c for c in CARDS if c != card)  # unseen by this seat
     for letter in history:
         env.step(env.action_of(LETTER_MOVES[letter]))
-    agent = env.possible_agents[seat]
+    return env, env.possible_agents[seat]
+
+
+def _infoset_request(key: str, sampling: Sampling, adapter: str | None, compact: bool) -> tuple[Request, list[str]]:
+    env, agent = kuhn_infoset(key)
     role = SeatRole("kuhn_poker", compact)
-    legal = env.legal_moves(agent)
     request = Request(role.messages(env.observe(agent)["prompt"]), sampling, adapter, env=env, agent=agent)
-    return request, legal
+    return request, env.legal_moves(agent)
 
 
 def kuhn_strategy(

@@ -105,21 +105,26 @@ class KuhnExploitability:
                 out[f"kuhn/{prefix(name)}average_exploitability"] = float(kuhn_analysis.exploitability(average))
             if name == MEMBER:
                 out["kuhn/strategy"] = strategy  # P(bet or call) per information set: for plots
-        population = trainer.population
-        if population is None:
+        if trainer.population is None:
             return out
+        mixed = self.mixture(trainer, strategies)
+        if mixed is not None:
+            out["kuhn/population_exploitability"] = float(kuhn_analysis.exploitability(mixed))
+            out["kuhn/population_strategy"] = mixed
+        out["population/meta_strategy"] = {n: round(w, 4) for n, w in trainer.population.meta_strategy().items() if w > 1e-4}
+        return out
+
+    def mixture(self, trainer: Trainer, strategies: dict[str, dict[str, float] | None] | None = None) -> dict[str, float] | None:
+        """The population's meta-strategy mixture as one strategy, reach-weighted; None when none
+        of its players can be read. ``strategies``: players already read."""
+        population, strategies = trainer.population, dict(strategies or {})
         mixture = population.meta_strategy()
         for name in mixture:
             if name not in strategies:
                 snapshot = population.snapshots.get(name)
-                strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name], compact)
+                strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name], trainer.config.rollout.compact_prompts)
         known = {n: w for n, w in mixture.items() if w > 0 and strategies[n] is not None}
-        if known:
-            mixed = kuhn_analysis.average([strategies[n] for n in known], list(known.values()))
-            out["kuhn/population_exploitability"] = float(kuhn_analysis.exploitability(mixed))
-            out["kuhn/population_strategy"] = mixed
-        out["population/meta_strategy"] = {n: round(w, 4) for n, w in mixture.items() if w > 1e-4}
-        return out
+        return kuhn_analysis.average([strategies[n] for n in known], list(known.values())) if known else None
 
     def state_dict(self) -> dict:
         return self.averages.state_dict(dict)

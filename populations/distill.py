@@ -15,7 +15,7 @@ any policy's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from open_spiel.python.policy import TabularPolicy
 
     from games.openspiel_env import OpenSpielEnv
+    from marl.train import Trainer
 
 
 @dataclass(frozen=True)
@@ -135,51 +136,96 @@ class CannotDistill(ValueError):
     """A run whose policy this module cannot distil; the message says why, in one line."""
 
 
-def distill_run(run_dir: Path, out: Path, *, steps: int = 300, batch: int = 64, lr: float = 3e-3,
+def kuhn_targets(strategy: Mapping[str, float]) -> list[Target]:
+    """A strategy of our Kuhn poker (``games.kuhn_analysis``) at each of its 12 information sets,
+    each with the prompt play shows there and its reach when the strategy plays itself."""
+    from games import kuhn_analysis
+    from marl.evaluate import kuhn_infoset
+
+    reached, out = kuhn_analysis.reach(strategy), []
+    for key in kuhn_analysis.INFOSETS:
+        env, agent = kuhn_infoset(key)
+        moves, aggressive = tuple(env.legal_moves(agent)), float(strategy[key])
+        probs = tuple(aggressive if move in ("bet", "call") else 1 - aggressive for move in moves)
+        out.append(Target(env.observe(agent)["prompt"], moves, probs, float(reached[key])))
+    return out
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A run's answer ready to distil, and how its game measures a policy."""
+
+    game: str  # the game whose prompts the model plays
+    kind: str  # "population mixture" or "average policy"
+    targets: list[Target]
+    target_exploitability: float
+    exploitability: Callable[[], float]  # of the learner's policy as it is now
+
+
+def answer_of(trainer: Trainer, name: str, target: str | None) -> Answer:
+    """``name``'s answer in a loaded run: a population's meta-strategy mixture or the learner's
+    average policy (``target``; by default the mixture when the run has a population)."""
+    from games import kuhn_analysis
+    from marl.evaluators import KuhnExploitability, strategy_of
+
+    measure = trainer.measures[0]
+    member, compact = trainer.members[name], trainer.config.rollout.compact_prompts
+    target = target or ("mixture" if trainer.config.population is not None else "average")
+    if target == "mixture":
+        policy = measure.mixture(trainer) if trainer.config.population is not None else None
+        if policy is None:
+            raise CannotDistill(f"{trainer.run_dir}: no population, or no player of its meta-strategy can be read; try --target average")
+    elif name in measure.averages.policies:
+        policy = measure.averages.policies[name][0]
+    else:
+        raise CannotDistill(f"{trainer.run_dir}'s checkpoint holds no average policy (an older coevo wrote it); train the run again")
+    kind = "population mixture" if target == "mixture" else "average policy"
+    if isinstance(measure, KuhnExploitability):
+        return Answer(
+            "kuhn_poker", kind, kuhn_targets(policy), float(kuhn_analysis.exploitability(policy)),
+            lambda: float(kuhn_analysis.exploitability(strategy_of(member, compact))),
+        )  # fmt: skip
+    game = measure.env.game
+    return Answer(
+        measure.game, kind, targets_from(measure.env, policy), measure.analysis.exploitability(game, policy),
+        lambda: measure.analysis.exploitability(game, measure.policy(member, compact)),
+    )  # fmt: skip
+
+
+def distill_run(run_dir: Path, out: Path, *, target: str | None = None, steps: int = 300, batch: int = 64, lr: float = 3e-3,
                 progress: Callable[[int], None] | None = None) -> dict:  # fmt: skip
     """Distil a finished (or checkpointed) run's answer into one model, saved in ``out`` as a
-    Hugging Face model folder (``model = "<out>"`` in a run config plays it): a self-play run's
-    average policy, or a population's meta-strategy mixture (NFSP's average network; PSRO's
-    answer as one policy).
+    Hugging Face model folder (``model = "<out>"`` in a run config plays it): a population's
+    meta-strategy mixture (PSRO's answer as one policy), or a learner's average policy (NFSP's
+    average network); ``target`` ``"mixture"`` or ``"average"`` picks, by default the mixture
+    when the run has a population.
 
     The student starts from the (first) learner's last checkpointed weights: the nearest model to
     the target it has. Returns what a user compares: the target's exploitability, the learner's
     last policy's, the distilled model's, and the KL curve.
     """
-    from marl.evaluators import OpenSpielExploitability, exact_exploitability
+    from marl.evaluators import exact_exploitability
     from marl.train import Trainer
     from populations.config import load_run_config
 
     config = load_run_config(run_dir / "config.toml", ["pool.kind='local'"])
-    if not any(g.startswith("openspiel/") and exact_exploitability(g) for g in config.games):  # the trainer measures it
-        raise CannotDistill(f"{run_dir} plays {', '.join(config.games)}: distill needs a small two-player zero-sum OpenSpiel game")
+    if "kuhn_poker" not in config.games and not any(g.startswith("openspiel/") and exact_exploitability(g) for g in config.games):
+        raise CannotDistill(f"{run_dir} plays {', '.join(config.games)}: distill needs Kuhn poker or a small two-player zero-sum OpenSpiel game")
     if config.mode != "choose" or config.lora.r:
         raise CannotDistill(f"{run_dir}: distill takes a run of whole models in forced choice (mode = 'choose', lora.r = 0)")
     trainer = Trainer(config, run_dir)
     trainer.load_checkpoint()
-    measure = next(m for m in trainer.measures if isinstance(m, OpenSpielExploitability))
     name = next(iter(trainer.roster.specs))
-    member, game = trainer.members[name], measure.env.game
-    if config.population is not None:
-        kind, target = "population mixture", measure.mixture(trainer)
-        if target is None:
-            raise CannotDistill(f"{run_dir}: no player of its meta-strategy is a model or random player that can be read")
-    elif name in measure.averages.policies:
-        kind, target = "average policy", measure.averages.policies[name][0]
-    else:
-        raise CannotDistill(f"{run_dir}'s checkpoint holds no average policy (an older coevo wrote it); train the run again")
-
-    def exploitability() -> float:
-        return measure.analysis.exploitability(game, measure.policy(member, config.rollout.compact_prompts))
-
-    last = exploitability()
-    role = SeatRole(measure.game, config.rollout.compact_prompts)
-    curve = distill(member.policy, targets_from(measure.env, target), role, steps=steps, batch=batch, lr=lr,
+    member = trainer.members[name]
+    answer = answer_of(trainer, name, target)
+    last = answer.exploitability()
+    role = SeatRole(answer.game, config.rollout.compact_prompts)
+    curve = distill(member.policy, answer.targets, role, steps=steps, batch=batch, lr=lr,
                     temperature=member.temperature, progress=progress)  # fmt: skip
     member.policy.model.save_pretrained(out)
     member.policy.tokenizer.save_pretrained(out)
     return {
-        "run": str(run_dir), "iteration": trainer.iteration, "game": measure.game, "target": kind,
-        "target_exploitability": measure.analysis.exploitability(game, target), "learner": name, "last_exploitability": last,
-        "distilled_exploitability": exploitability(), "kl": curve, "out": str(out),
+        "run": str(run_dir), "iteration": trainer.iteration, "game": answer.game, "target": answer.kind,
+        "target_exploitability": answer.target_exploitability, "learner": name, "last_exploitability": last,
+        "distilled_exploitability": answer.exploitability(), "kl": curve, "out": str(out),
     }  # fmt: skip

@@ -97,3 +97,25 @@ def test_a_weighted_mixture_is_worth_the_weighted_mean_of_its_members(weighted, 
 def test_averaging_equilibria_stays_an_equilibrium():
     assert ka.exploitability(ka.average([ka.nash(Fraction(0)), ka.nash(Fraction(1, 3))])) == 0
     assert ka.average([ka.uniform()]) == ka.uniform()
+
+
+def test_reach_of_the_equilibrium():
+    """With α = 1/6 the first player bets J 1/6 of the time, K 1/2, Q never: 1/3 of hands open
+    each card; facing a bet (only J or K bets) a Q sees (1/6 · 1/6 + 1/6 · 1/2) = 1/9 of hands."""
+    reached = ka.reach(ka.nash(Fraction(1, 6)))
+    assert all(reached[card] == Fraction(1, 3) for card in "JQK")
+    assert reached["Qb"] == Fraction(1, 9)
+    assert reached["Jb"] == Fraction(1, 6) * (Fraction(0) + Fraction(1, 2))  # Q never bets, K half the time
+    # After check-bet: J checks 5/6, and the second seat bets its Q never, its K always.
+    assert reached["Jcb"] == Fraction(5, 6) * Fraction(1, 6) * (0 + 1)
+
+
+@given(strategy=st.fixed_dictionaries({k: st.fractions(0, 1) for k in ka.INFOSETS}))
+def test_reach_sums_to_the_chance_of_each_turn(strategy):
+    """Every hand opens at a first-player set, then meets the second player's (after c or b), and
+    only check-bet hands return to the first player."""
+    reached = ka.reach(strategy)
+    assert sum(reached[k] for k in ka.FIRST_INFOSETS[:3]) == 1
+    assert sum(reached[k] for k in ka.SECOND_INFOSETS) == 1
+    check_bet = sum(Fraction(1, 6) * (1 - strategy[a]) * strategy[b + "c"] for a in "JQK" for b in "JQK" if a != b)
+    assert sum(reached[k] for k in ka.FIRST_INFOSETS[3:]) == check_bet

@@ -42,6 +42,15 @@ def test_kuhn_exploitability_matches_our_exact_analysis(strategy):
     assert abs(ours - theirs) < 1e-9
 
 
+@settings(deadline=None)
+@given(strategy=kuhn_strategies)
+def test_kuhn_reach_matches_openspiels(strategy):
+    theirs = oa.reach(KUHN.game, oa.kuhn_policy(strategy))
+    for infoset, ours in ka.reach(strategy).items():
+        key = str("JQK".index(infoset[0])) + infoset[1:].replace("c", "p")
+        assert abs(float(ours) - theirs.get(key, 0.0)) < 1e-9
+
+
 def _reached(strategies, weights, infoset: str) -> bool:
     """Whether the first seat's own moves reach ``infoset`` under some strategy of the mixture."""
     return not infoset.endswith("cb") or sum(w * (1 - s[infoset[0]]) for s, w in zip(strategies, weights)) > 0

@@ -100,3 +100,54 @@ def test_coevo_distill_saves_a_model_that_plays_the_runs_answer(tmp_path, kind):
     )
     refused = runner.invoke(app, ["distill", str(tmp_path), "--out", str(out)])
     assert refused.exit_code == 2 and "not a run directory" in refused.output
+
+
+def test_kuhn_targets_are_our_kuhn_poker_as_play_shows_it():
+    """Our Kuhn poker (not OpenSpiel's): one target per information set, its prompt the one the
+    trainer's exact analysis scores, P(bet or call) on the aggressive move, weighted by reach."""
+    from marl.evaluate import kuhn_infoset
+    from populations.distill import kuhn_targets
+
+    strategy = kuhn_analysis.nash(Fraction(1, 6))
+    targets, reached = kuhn_targets(strategy), kuhn_analysis.reach(strategy)
+    assert len(targets) == 12
+    for key, target in zip(kuhn_analysis.INFOSETS, targets):
+        env, agent = kuhn_infoset(key)
+        assert target.prompt == env.observe(agent)["prompt"] and target.moves == tuple(env.legal_moves(agent))
+        aggressive = target.moves.index("bet" if "bet" in target.moves else "call")
+        assert target.probs[aggressive] == pytest.approx(float(strategy[key])) and sum(target.probs) == pytest.approx(1)
+        assert target.weight == pytest.approx(float(reached[key]))
+
+
+@pytest.mark.parametrize("target", ["mixture", "average"])
+def test_coevo_distill_takes_a_population_run_of_our_kuhn_poker(tmp_path, target):
+    """A 2-iteration PSRO run of our Kuhn poker, distilled into one model: its meta-strategy
+    mixture, or (``--target average``) its learner's average policy. The printed
+    exploitabilities are the ones the run logged and the saved model's own; a plain self-play
+    run has no mixture to distil, said in one line."""
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+    from marl.evaluate import kuhn_strategy
+    from marl.models import load_hf
+    from tests.runs import events
+
+    runner = CliRunner()
+    run, out, plain = tmp_path / "run", tmp_path / "distilled", tmp_path / "plain"
+    overrides = ["iterations=2", "rollout.matches=16", "rollout.concurrency=16", "eval.every=0"]
+    population = ["population={matchmaker='psro', snapshot_every=1, meet_matches=8}"]
+    for where, extra in ((run, population), (plain, [])):
+        args = ["train", str(EXAMPLES / "kuhn_tiny.toml"), "--run-dir", str(where), "--quiet", *(a for o in overrides + extra for a in ("--set", o))]
+        assert runner.invoke(app, args).exit_code == 0
+    result = runner.invoke(app, ["distill", str(run), "--out", str(out), "--steps", "20", "--target", target])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    last = [r for r in events(run) if r["kind"] == "iteration"][-1]
+    logged = "kuhn/population_exploitability" if target == "mixture" else "kuhn/m0/average_exploitability"
+    assert report["game"] == "kuhn_poker" and report["target_exploitability"] == pytest.approx(last[logged], abs=1e-9)
+    assert report["last_exploitability"] == pytest.approx(last["kuhn/m0/exploitability"], abs=1e-6)
+    assert report["kl"][-1] < report["kl"][0]
+    saved = kuhn_strategy(load_hf(str(out)), compact=True)
+    assert kuhn_analysis.exploitability(saved) == pytest.approx(report["distilled_exploitability"], abs=1e-6)
+    refused = runner.invoke(app, ["distill", str(plain), "--out", str(tmp_path / "x"), "--target", "mixture"])
+    assert refused.exit_code == 2 and "no population" in refused.output, refused.output
