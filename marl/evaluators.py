@@ -118,11 +118,11 @@ class KuhnExploitability:
         """The population's meta-strategy mixture as one strategy, reach-weighted; None when none
         of its players can be read. ``strategies``: players already read."""
         population, strategies = trainer.population, dict(strategies or {})
-        mixture = population.meta_strategy()
+        compact, mixture = trainer.config.rollout.compact_prompts, population.meta_strategy()
         for name in mixture:
             if name not in strategies:
                 snapshot = population.snapshots.get(name)
-                strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name], trainer.config.rollout.compact_prompts)
+                strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name], compact)
         known = {n: w for n, w in mixture.items() if w > 0 and strategies[n] is not None}
         return kuhn_analysis.average([strategies[n] for n in known], list(known.values())) if known else None
 
