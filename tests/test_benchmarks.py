@@ -6,6 +6,7 @@ import json
 import runpy
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from unittest import mock
 
@@ -131,10 +132,15 @@ def test_population_overhead_reports_the_median_repeat(monkeypatch):
     assert chosen["ratio"] == 0.05 and chosen["ratios"] == [0.03, 0.05, 0.07] and chosen["args"] == ("kuhn_poker", 8)
 
 
-def test_population_emergence_prints_every_matchmakers_final_value():
-    stdout = run_benchmark("population_emergence.py", "--quick")
+def test_population_emergence_prints_every_matchmakers_final_value(tmp_path):
+    """Every answer, each also distilled into one model, and ``--set`` (SPIRAL's unregularised
+    recipe here) reaching every run's config."""
+    stdout = run_benchmark("population_emergence.py", "--quick", "--out", str(tmp_path), "--set", "optim.kl_coef=0", "optim.entropy_coef=0")
     report = json.loads(stdout.strip().splitlines()[-1])
-    assert report["iterations"] == 3
+    assert report["iterations"] == 3 and report["set"] == ["optim.kl_coef=0", "optim.entropy_coef=0"]
+    configs = [tomllib.loads(path.read_text()) for path in tmp_path.glob("runs/*/config.toml")]
+    assert len(configs) == 6 and all(c["optim"]["kl_coef"] == 0 and c["optim"]["entropy_coef"] == 0 for c in configs)
+    assert len(list(tmp_path.glob("distilled/*/config.json"))) == 6  # one saved model per run
     answers = {"self_play", "fictitious", "psro", "psro_oracles", "psro_meet", "psro_prd", "self_play_average"}
     distilled = {f"{name}_distilled" for name in answers - {"self_play"}}  # one model fitted to each answer
     assert set(report["final_mean"]) == answers | distilled
