@@ -58,17 +58,19 @@ def train(path: Path, seed: int, iterations: int | None, overrides: list[str]) -
 
 def learning_arguments(doc: str, **extra: dict) -> tuple[list[int], int | None, list[str], argparse.Namespace]:
     """A learning benchmark's command line: its seeds, the iterations per run (None: the
-    config's), the config overrides (``--quick``: 2 iterations of 8 matches and 8 evaluation matches
-    per opponent, a smoke test), and
-    all arguments, ``extra`` ones included (``--name``: ``add_argument``'s keywords)."""
+    config's), the config overrides (``--set``'s, and ``--quick``'s: 2 iterations of 8 matches
+    and 8 evaluation matches per opponent, a smoke test), and all arguments, ``extra`` ones
+    included (``--name``: ``add_argument``'s keywords)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, help="iterations per run (default: the config's)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--quick", action="store_true", help="2 iterations of 8 matches (8 evaluation matches): a smoke test")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="changes to every run's config, e.g. optim.kl_coef=0")
     for flag, keywords in extra.items():
         parser.add_argument(f"--{flag}", **keywords)
     args = parser.parse_args()
-    return args.seeds, 2 if args.quick else args.iterations, ["rollout.matches=8", "eval.matches=8"] if args.quick else [], args
+    overrides = [*args.set, *(["rollout.matches=8", "eval.matches=8"] if args.quick else [])]
+    return args.seeds, 2 if args.quick else args.iterations, overrides, args
 
 
 def main() -> None:
