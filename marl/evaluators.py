@@ -342,13 +342,12 @@ class OpenSpielExploitability:
 def measures(names: Iterable[str]) -> list[KuhnExploitability | OpenSpielExploitability]:
     """What is measured every iteration in a run of these games: once at the start, then after
     every iteration (each call adds the learners' policies to their averages)."""
-    out: list[KuhnExploitability | OpenSpielExploitability] = []
-    for name in names:
-        if name == "kuhn_poker":
-            out.append(KuhnExploitability())
-        elif name.startswith("openspiel/") and exact_exploitability(name):
-            out.append(OpenSpielExploitability(name))
-    return out
+    return [KuhnExploitability() if name == "kuhn_poker" else OpenSpielExploitability(name) for name in names if measured(name)]
+
+
+def measured(game: str) -> bool:
+    """Whether a run of ``game`` measures exact exploitability every iteration (:func:`measures`)."""
+    return game == "kuhn_poker" or (game.startswith("openspiel/") and exact_exploitability(game))
 
 
 def exact_exploitability(game: str) -> bool:

@@ -204,12 +204,12 @@ def distill_run(run_dir: Path, out: Path, *, target: str | None = None, steps: i
     the target it has. Returns what a user compares: the target's exploitability, the learner's
     last policy's, the distilled model's, and the KL curve.
     """
-    from marl.evaluators import exact_exploitability
+    from marl.evaluators import measured
     from marl.train import Trainer
     from populations.config import load_run_config
 
     config = load_run_config(run_dir / "config.toml", ["pool.kind='local'"])
-    if "kuhn_poker" not in config.games and not any(g.startswith("openspiel/") and exact_exploitability(g) for g in config.games):
+    if not any(measured(game) for game in config.games):
         raise CannotDistill(f"{run_dir} plays {', '.join(config.games)}: distill needs Kuhn poker or a small two-player zero-sum OpenSpiel game")
     if config.mode != "choose" or config.lora.r:
         raise CannotDistill(f"{run_dir}: distill takes a run of whole models in forced choice (mode = 'choose', lora.r = 0)")
