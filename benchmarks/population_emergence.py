@@ -103,6 +103,15 @@ def curves(run_dir: Path, game: str) -> tuple[list[float], list[float], float]:
     return [r[f"{game}/population_exploitability"] for r in its], [r[f"{game}/m0/average_exploitability"] for r in its], samples
 
 
+def distilled(run_dir: Path, name: str, out: Path, steps: int) -> tuple[str, float]:
+    """A run's answer fitted into one model (``coevo distill``: self-play's average policy, a
+    population's mixture): the answer's name and the model's exploitability."""
+    answer, target = ("self_play_average", "average") if name == "self_play" else (name, "mixture")
+    print(f"distilling {run_dir.name}'s {target}", file=sys.stderr, flush=True)
+    fitted = distill_run(run_dir, out / "distilled" / run_dir.name, target=target, steps=steps)
+    return f"{answer}_distilled", fitted["distilled_exploitability"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--game", choices=list(GAMES), default="kuhn")
@@ -146,13 +155,8 @@ def main() -> None:
             if name == "self_play":
                 runs["self_play_average", seed], samples["self_play_average", seed] = average, samples[name, seed]
             if args.distill_steps:
-                answer = "self_play_average" if name == "self_play" else name
-                target = "average" if name == "self_play" else "mixture"
-                model = out / "distilled" / Path(row.run_dir).name
-                print(f"distilling {answer}, seed {seed}", file=sys.stderr, flush=True)
-                fitted = distill_run(Path(row.run_dir), model, target=target, steps=10 if args.quick else args.distill_steps)
-                runs[f"{answer}_distilled", seed] = [fitted["distilled_exploitability"]]
-                samples[f"{answer}_distilled", seed] = samples[name, seed]
+                answer, value = distilled(Path(row.run_dir), name, out, 10 if args.quick else args.distill_steps)
+                runs[answer, seed], samples[answer, seed] = [value], samples[name, seed]
         budget = int(table["iteration"].iloc[0])
     report: dict = {"benchmark": "population_emergence", "game": args.game, "iterations": budget, "seeds": args.seeds, "set": args.set, "runs": {}}
     print(f"{'answer':<30}{'seed':>5}{'samples':>9}{'first':>9}{'best':>9}{'final':>9}")
