@@ -72,6 +72,14 @@ class RolloutConfig(Strict):
     score_batch_tokens: int = Field(
         0, ge=0, description="padded tokens per forced-choice scoring pass at most, a memory bound; 0 = 64 candidates a pass"
     )
+    decode: Literal["auto", "generate", "static"] = Field(
+        "auto",
+        description="free-text decoding loop: generate: transformers' generate; static: a KV cache allocated once, no "
+        "host sync per token (marl.decode); auto: static on a GPU, generate on the CPU (where it is faster)",
+    )
+    compile: bool = Field(
+        False, description="torch.compile the static loop's step (CUDA graphs on a GPU): minutes of compiling per shape first"
+    )
     max_output_chars: int = Field(
         ACTION_MAX_CHARS, ge=1, description="a turn's output is cut to this many characters before parsing (Turn.cut_chars)"
     )

@@ -28,17 +28,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import Cache, LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
+from marl.decode import decode, supports
 from marl.device import in_parts_on_oom
 from marl.policy import Request, Response
 
 BASE = "__base__"  # peft's name for "no adapter" in a mixed batch
 SCORE_CHUNK = 64  # (prompt, candidate) pairs per forward pass in score(), at most
 PREFIX_MIN = 16  # shared leading tokens worth computing once per batch
+Decode = Literal["auto", "generate", "static"]
 
 
 def adapter_of(parameter: str) -> str | None:
@@ -94,6 +97,12 @@ class _Sampler(LogitsProcessor):
         weights[self.nucleus_rows] = rows.masked_fill(drop_sorted.scatter(1, order, drop_sorted), 0.0)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """Generate's hook: scores where only the drawn token is on top, so greedy picks it."""
+        chosen = self.draw(scores)
+        return torch.zeros_like(scores).scatter_(1, chosen, 1.0)
+
+    def draw(self, scores: torch.Tensor) -> torch.Tensor:
+        """(B, 1) tokens drawn from (B, V) next-token logits, each row's log-prob recorded."""
         scores = scores.float()  # generate hands fp32 logits; a bf16 model's would be upcast here
         scaled = scores if self.scale is None else scores / self.scale  # (B, V)
         top = scaled.amax(dim=-1, keepdim=True)  # (B, 1)
@@ -111,7 +120,7 @@ class _Sampler(LogitsProcessor):
         if self.any_greedy:
             chosen = torch.where(self.greedy[:, None], scaled.argmax(dim=-1, keepdim=True), chosen)
         self.steps.append((scaled.gather(1, chosen) - log_norm).squeeze(1))
-        return cdf.zero_().scatter_(1, chosen, 1.0)  # only the chosen token scores above the rest
+        return chosen
 
     def logprobs(self) -> torch.Tensor:
         return torch.stack(self.steps, dim=1)  # (B, T)
@@ -138,6 +147,9 @@ class HFPolicy:
         self.adapters: set[str] = set()
         self.score_tokens = 0  # padded tokens per forward pass in score(); 0: SCORE_CHUNK pairs bound it alone
         self.fits: dict[str, int] = {}  # pass -> the batch size that fitted after running out of memory, kept
+        self.decode: Decode = "auto"  # act's decoding loop: generate's, or a static cache's (marl.decode); auto: static on a GPU
+        self.compile = False  # compile the static loop's one-token step (CUDA graphs on a GPU)
+        self._compiled_step = None
 
     @property
     def device(self) -> torch.device:
@@ -263,6 +275,21 @@ class HFPolicy:
         batch = self._prepare(prompts, 1, [r.adapter for r in requests])
         steps = max(r.sampling.max_new_tokens for r in requests)
         sampler = _Sampler(requests, steps, self.device)
+        if self.decoding() == "static":
+            new = self._decode_static(batch, sampler, steps, requests).tolist()  # (B, ≤ T), one copy to the host
+        else:
+            new = self._decode_generate(batch, sampler, steps, requests).tolist()
+        logprobs = sampler.logprobs().tolist()  # (B, T)
+        return [self._response(p, new[i], logprobs[i], r.sampling.max_new_tokens) for i, (p, r) in enumerate(zip(prompts, requests))]
+
+    def decoding(self) -> Literal["generate", "static"]:
+        """Which loop ``act`` decodes with: ``decode``, with auto resolved for the model's device."""
+        if self.decode == "auto":
+            return "static" if self.device.type == "cuda" else "generate"
+        return self.decode
+
+    def _decode_generate(self, batch: _Batch, sampler: _Sampler, steps: int, requests: Sequence[Request]) -> torch.Tensor:
+        """(B, T) new tokens from ``model.generate``, greedy on the scores the sampler leaves."""
         out = self.model.generate(
             input_ids=batch.ids,
             attention_mask=batch.mask,
@@ -277,9 +304,20 @@ class HFPolicy:
             eos_token_id=sorted(self.eos_ids),
             **self._adapter_kwargs(requests),
         )
-        new = out[:, batch.ids.shape[1] :].tolist()  # (B, T), one copy to the host
-        logprobs = sampler.logprobs().tolist()  # (B, T)
-        return [self._response(p, new[i], logprobs[i], r.sampling.max_new_tokens) for i, (p, r) in enumerate(zip(prompts, requests))]
+        return out[:, batch.ids.shape[1] :]
+
+    def _decode_static(self, batch: _Batch, sampler: _Sampler, steps: int, requests: Sequence[Request]) -> torch.Tensor:
+        """(B, ≤ T) new tokens from :func:`marl.decode.decode`, its steps compiled if asked."""
+        unsupported = supports(self.model.config)
+        if unsupported:
+            raise ValueError(f"{self.name}: static decoding {unsupported}; set rollout.decode = \"generate\"")
+        if self.compile and self._compiled_step is None:
+            mode = "reduce-overhead" if self.device.type == "cuda" else None  # CUDA graphs replay a step's launches
+            self._compiled_step = torch.compile(self.model, mode=mode)
+        return decode(
+            self.model, self.model.config, batch.ids, batch.mask, batch.cache, steps, sampler.draw, sorted(self.eos_ids),
+            self._adapter_kwargs(requests), self._compiled_step if self.compile else None,
+        )  # fmt: skip
 
     def _response(self, prompt: list[int], tokens: list[int], logprobs: list[float], limit: int) -> Response:
         tokens, logprobs = tokens[:limit], logprobs[:limit]

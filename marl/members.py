@@ -59,6 +59,7 @@ def _load_base(config: TrainConfig) -> HFPolicy:
         policy = load_hf(config.model.removeprefix("hf:"))
     device = resolve_device(config.device)
     policy.score_tokens = config.rollout.score_batch_tokens
+    policy.decode, policy.compile = config.rollout.decode, config.rollout.compile
     return policy.to(device, resolve_dtype(config.dtype, device, full_training=not config.lora.r))
 
 

@@ -237,3 +237,11 @@ def test_the_gpu_script_profiles_each_path_and_its_bare_baseline_apart():
     ]  # fmt: skip
     for section in sections:  # each path's own operator table, the model's matrix products in it
         assert "aten::mm" in section and "Self CPU time total" in section
+
+
+def test_decode_ops_counts_each_path_and_the_static_loop_meets_its_targets():
+    stdout = run_benchmark("decode_ops.py", "--models", "tiny")
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert set(report["per_step"]) == {"engine_generate", "engine_static", "bare_generate_greedy"}
+    assert report["per_step"]["bare_generate_greedy"]["syncs"] >= 1  # generate asks whether every row has ended, each step
+    assert report["targets_met"] == {"syncs": True, "ops_within_10pct": True}

@@ -18,6 +18,14 @@ PROMPTS = [
 ]
 
 
+@pytest.fixture(params=["generate", "static"])
+def tiny(request, tiny):
+    """The session's tiny model with each decoding loop: every promise below holds for both."""
+    tiny.decode = request.param
+    yield tiny
+    tiny.decode = "auto"
+
+
 def request(text, sampling=Sampling(0, 1, 12), **kw):
     return Request([{"role": "system", "content": "Answer in \\boxed{}."}, {"role": "user", "content": text}], sampling, **kw)
 
@@ -93,8 +101,10 @@ def test_score_matches_an_unpadded_forward_pass(tiny):
             assert s.logprob == pytest.approx(math.fsum(expected), abs=1e-3)
 
 
-def test_lora_members_mix_in_one_batch():
+@pytest.mark.parametrize("decode", ["generate", "static"])
+def test_lora_members_mix_in_one_batch(decode):
     policy = load_tiny()
+    policy.decode = decode
     base_alone = policy.act([request(p) for p in PROMPTS])
     for name, scale in (("alice", 0.5), ("bob", -0.5)):
         policy.add_adapter(name, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
