@@ -36,6 +36,7 @@ from transformers import Cache, LogitsProcessor, LogitsProcessorList, PreTrained
 
 from marl.decode import decode, supports
 from marl.device import in_parts_on_oom
+from marl.logits import token_logprobs
 from marl.policy import Request, Response
 
 BASE = "__base__"  # peft's name for "no adapter" in a mixed batch
@@ -334,7 +335,8 @@ class HFPolicy:
         kickstarting's, which needs whole distributions). Gradients flow back through the shared
         prompt passes of :meth:`_completion_pass`.
 
-        Returns (N, K, V) logits, the (N, K) completion token ids and the (N, K) mask of real tokens.
+        Returns (N, K, V) logits in the model's dtype (upcast a chunk at a time where fp32 is
+        needed: :mod:`marl.logits`), the (N, K) completion token ids and the (N, K) mask of real tokens.
         """
         checkpointing = torch.is_grad_enabled() and self.model.is_activation_checkpointing
         with _training(self.model) if checkpointing else nullcontext():
@@ -365,7 +367,7 @@ class HFPolicy:
         logits = self.model(
             input_ids=batch.ids[:, batch.prefix :], attention_mask=batch.mask, position_ids=positions[:, batch.prefix :],
             logits_to_keep=k + 1, **self._cache_kwargs(batch, share), **self._adapters_for(adapters),
-        ).logits[:, :-1].float()  # (N, K, V): predicting the last K tokens
+        ).logits[:, :-1]  # (N, K, V) in the model's dtype: predicting the last K tokens
         lengths = torch.tensor([len(c) for c in completions], device=self.device)
         return logits, batch.ids[:, -k:], torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]
 
@@ -393,7 +395,7 @@ class HFPolicy:
             position_ids=start[:, None] + torch.arange(k, device=self.device)[None, :], cache=out.cache,
             **self._adapters_for(adapters),
         ).logits  # (N, K, V): predicting each completion's next tokens
-        ahead = torch.cat([out.logits[index, -1:], after[:, :-1]], dim=1).float()  # (N, K, V): predicting its tokens
+        ahead = torch.cat([out.logits[index, -1:], after[:, :-1]], dim=1)  # (N, K, V): predicting its tokens
         real = torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]
         source = (torch.arange(k, device=self.device)[None, :] - (k - lengths)[:, None]).clamp(min=0)  # end-aligned
         logits = ahead.gather(1, source[..., None].expand(-1, -1, ahead.shape[-1]))
@@ -408,10 +410,8 @@ class HFPolicy:
         entropy of the next-token distribution at each of them.
         """
         logits, targets, real = self.completion_logits(prompts, completions, adapters)
-        log_probs = torch.log_softmax(logits, dim=-1)
-        token_lp = log_probs.gather(2, targets[..., None]).squeeze(2)  # (N, K)
-        ent = -(log_probs.exp() * log_probs).sum(-1) if entropy else None  # (N, K)
-        return token_lp, real, ent
+        token_lp, ent = token_logprobs(logits, targets)  # (N, K) each, fp32; no (N, K, V) fp32 tensor kept
+        return token_lp, real, ent if entropy else None
 
     @torch.inference_mode()
     def score(self, requests: Sequence[Request], candidates: Sequence[Sequence[str]]) -> list[list[Response]]:
@@ -450,7 +450,7 @@ class HFPolicy:
         logits, targets, _ = self._completion_pass(
             [prompt for _, prompt, _, _ in chunk], [cand for _, _, cand, _ in chunk], [r.adapter for r in requests], share=True
         )  # (N, K, V)
-        token_lp = torch.log_softmax(logits, dim=-1).gather(2, targets[..., None]).squeeze(2).tolist()  # (N, K), one copy to the host
+        token_lp = token_logprobs(logits, targets)[0].tolist()  # (N, K), one copy to the host
         k = targets.shape[1]
         return [
             Response(text, prompt, cand, token_lp[row][k - len(cand) :] if cand else [], "scored")

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from marl.credit import kickstart_kl
 from marl.device import halving_on_oom, host_copy, on_host
 from marl.hf import HFPolicy, adapter_of
+from marl.logits import token_logprobs
 from marl.losses import ppo_clip_loss
 from marl.policy import choice_logprobs
 
@@ -336,9 +337,7 @@ class Learner:
         logits, targets, real = self.policy.completion_logits(prompts, completions, [s.adapter for s in chunk])
         with torch.no_grad():
             teacher_logits, _, _ = self.teacher.completion_logits(prompts, completions, [self.teacher_adapter] * len(chunk))
-        log_probs = torch.log_softmax(logits, dim=-1)  # (N, K, V)
-        token_lp = log_probs.gather(2, targets[..., None]).squeeze(2)  # (N, K)
-        entropy = -(log_probs.exp() * log_probs).sum(-1)  # (N, K)
+        token_lp, entropy = token_logprobs(logits, targets)  # (N, K) each
         return token_lp, real, entropy, kickstart_kl(logits, teacher_logits, real)
 
     def update(self, samples: Sequence[TrainSample]) -> dict[str, float]:
