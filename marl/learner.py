@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from peft import PeftModel
 from pydantic import BaseModel, ConfigDict, Field
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 from marl.credit import kickstart_kl
 from marl.device import halving_on_oom, host_copy, on_host
@@ -66,6 +67,14 @@ class OptimConfig(BaseModel):
     )
     gradient_checkpointing: bool = Field(
         False, description="recompute activations in the backward pass: less memory for about a third more compute"
+    )
+    autocast: Literal["auto", "bf16", "off"] = Field(
+        "auto",
+        description="matrix products in bf16, weights kept in their dtype (fp32 full fine-tuning then uses tensor "
+        "cores, AdamW still steps fp32 weights); auto: bf16 on a GPU, off on the CPU; losses fp32 either way",
+    )
+    compile: bool = Field(
+        False, description="torch.compile each decoder layer (every forward pass then runs compiled); minutes first"
     )
     token_normalizer: float = Field(
         64.0, gt=0, description="token-sum divisor (SPIRAL: the generation limit); a constant avoids length bias"
@@ -137,6 +146,15 @@ class TrainSample:
     @property
     def forced(self) -> bool:
         return self.candidates is not None
+
+
+def compile_layers(model: torch.nn.Module) -> None:
+    """``torch.compile`` each decoder layer in place: one graph serves every layer (their code is
+    one), shapes become dynamic at the first new one, and the glue between layers (embedding,
+    cache, adapters' routing) stays eager, where peft's per-row adapters would break a graph."""
+    for module in model.modules():
+        if isinstance(module, GradientCheckpointingLayer):
+            module.compile(dynamic=None)
 
 
 def _footprint(sample: TrainSample) -> tuple[int, int]:
@@ -235,6 +253,8 @@ class Learner:
             )
         if config.gradient_checkpointing:
             policy.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        if config.compile:
+            compile_layers(policy.model)
         self.micro_rows = config.micro_batch  # halved for good after running out of memory
         self.optimizer = torch.optim.AdamW(self.params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
         decay = (lambda done: 1 - done / updates) if config.lr_schedule == "linear" else (lambda done: 1.0)
@@ -290,6 +310,10 @@ class Learner:
     def _logprobs(self, chunk: Sequence[TrainSample], reference: bool = False, entropy: bool = False):
         """(N, K) log-probs, mask and entropy: per token, or per decision for forced choice; under
         the KL's reference when asked (same tokenizer and code path, other weights)."""
+        with self._precision():
+            return self._logprobs_at_precision(chunk, reference, entropy)
+
+    def _logprobs_at_precision(self, chunk: Sequence[TrainSample], reference: bool, entropy: bool):
         policy = self.policy
         if reference and self.reference is not None:
             policy = copy.copy(self.policy)
@@ -315,6 +339,12 @@ class Learner:
         ones = torch.ones((len(chunk), 1), dtype=torch.bool, device=policy.device)
         return torch.stack(chosen)[:, None], ones, torch.stack(ent)[:, None] if entropy else None  # (N, 1) each
 
+    def _precision(self) -> torch.autocast:
+        """bf16 autocast for the forward passes when ``autocast`` asks for it (auto: on a GPU)."""
+        device = self.policy.device.type
+        bf16 = self.config.autocast == "bf16" or self.config.autocast == "auto" and device == "cuda"
+        return torch.autocast(device, dtype=torch.bfloat16, enabled=bf16)
+
     def _check_kickstart(self, coef: float) -> None:
         if coef < 0:
             raise ValueError(f"kickstart_coef is a KL weight, so it must be >= 0; got {coef}")
@@ -334,8 +364,9 @@ class Learner:
         """Free-text log-probs, mask and entropy as ``_logprobs`` gives them, plus the kickstarting
         KL, from one student forward pass (the KL needs the full distributions)."""
         prompts, completions = [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk]
-        logits, targets, real = self.policy.completion_logits(prompts, completions, [s.adapter for s in chunk])
-        with torch.no_grad():
+        with self._precision():
+            logits, targets, real = self.policy.completion_logits(prompts, completions, [s.adapter for s in chunk])
+        with torch.no_grad(), self._precision():
             teacher_logits, _, _ = self.teacher.completion_logits(prompts, completions, [self.teacher_adapter] * len(chunk))
         token_lp, entropy = token_logprobs(logits, targets)  # (N, K) each
         return token_lp, real, entropy, kickstart_kl(logits, teacher_logits, real)

@@ -98,3 +98,36 @@ def test_minibatches_step_once_each_on_shares_that_cover_the_batch_and_a_resumed
     one, one_samples = learner_of(OptimConfig(epochs=2, lr=1e-3))
     one.update(one_samples)
     assert {int(state["step"]) for state in one.optimizer.state.values()} == {2}
+
+
+def _trained(config: OptimConfig) -> tuple[torch.Tensor, list[torch.dtype]]:
+    """The tiny model's weights after two updates under ``config``, and the dtypes its logits came in."""
+    policy = load_tiny(6)
+    policy.model.requires_grad_(True)
+    seen = []
+    policy.model.lm_head.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    learner = Learner(policy, config)
+    batch = samples_for(policy, ["bet", "check", "bet"], [1.0, -1.0, 0.5])
+    for _ in range(2):
+        learner.update(batch)
+    assert all(p.dtype == torch.float32 for p in policy.model.parameters())  # autocast never touches the weights
+    return torch.cat([p.detach().flatten() for p in policy.model.parameters()]), seen
+
+
+def test_bf16_autocast_computes_in_bf16_and_steps_fp32_weights_as_fp32_does():
+    fp32, fp32_logits = _trained(OptimConfig(epochs=2, lr=1e-3))
+    bf16, bf16_logits = _trained(OptimConfig(epochs=2, lr=1e-3, autocast="bf16"))
+    assert set(fp32_logits) == {torch.float32} and set(bf16_logits) == {torch.bfloat16}
+    initial = torch.cat([p.detach().flatten() for p in load_tiny(6).model.parameters()])
+    agreement = torch.nn.functional.cosine_similarity(bf16 - initial, fp32 - initial, dim=0)
+    assert agreement > 0.9  # the same steps, up to bf16's rounding of the gradients
+
+
+def test_autocast_auto_is_off_on_the_cpu():
+    assert set(_trained(OptimConfig(epochs=1, lr=1e-3))[1]) == {torch.float32}
+
+
+def test_compiled_layers_learn_as_eager_ones():
+    eager, _ = _trained(OptimConfig(epochs=2, lr=1e-3))
+    compiled, _ = _trained(OptimConfig(epochs=2, lr=1e-3, compile=True))
+    assert torch.allclose(compiled, eager, atol=1e-4)
