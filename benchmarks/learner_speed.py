@@ -8,6 +8,11 @@ backward, AdamW step — and both are credited the same tokens: prompt and compl
 
 Target (issue 4): learner >= 0.85x bare.
 
+First, one line on packing (issue 41): rows of very different lengths (prompts of 16-256 random
+tokens, completions of 4-32), one forward pass of the learner's log-probs and its backward pass,
+packed end to end (``marl.packing``, the learner's layout) against left-padded to the longest
+row, same rows: tokens computed and seconds for each.
+
     python benchmarks/learner_speed.py [--model tiny] [--epochs 2] [--quick]
 """
 
@@ -15,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import time
 
 import torch
 
 from marl.learner import Learner, OptimConfig, TrainSample
+from marl.packing import first_fit
 from marl.players import model
 from marl.policy import Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
@@ -53,6 +60,27 @@ def bare_passes(policy, samples: list[TrainSample], epochs: int, micro_batch: in
     return time.perf_counter() - start
 
 
+def packing_figure(policy, rows: int, repeats: int) -> dict:
+    """Packed against left-padded, one learner pass (forward, token log-probs, backward) each."""
+    rng = random.Random(0)
+    prompts = [[rng.randrange(256) for _ in range(rng.randint(16, 256))] for _ in range(rows)]
+    completions = [[rng.randrange(256) for _ in range(rng.randint(4, 32))] for _ in range(rows)]
+    seconds = {}
+    for name, run in (("packed", policy._whole_rows), ("padded", policy._padded_rows)) * 2:  # the second round is timed
+        start = time.perf_counter()
+        for _ in range(repeats):
+            logits, targets, real = run(prompts, completions, [None] * rows, True)
+            torch.log_softmax(logits.float(), -1).gather(2, targets[..., None])[real].sum().backward()
+        seconds[name] = (time.perf_counter() - start) / repeats
+    lengths = [len(p) + len(c) for p, c in zip(prompts, completions)]
+    bins = len(first_fit(lengths, [None] * rows))
+    return {
+        "benchmark": "learner_speed", "figure": "packing", "rows": rows,
+        "tokens_computed": {"real": sum(lengths), "packed": bins * max(lengths), "padded": rows * max(lengths)},
+        "seconds": {k: round(v, 4) for k, v in seconds.items()}, "speedup": round(seconds["padded"] / seconds["packed"], 3),
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tiny")
@@ -62,6 +90,8 @@ def main() -> None:
     samples = batch_of_turns(args.model, 4 if args.quick else 64)
     policy = model(args.model)
     policy.model.requires_grad_(True)
+    print(json.dumps(packing_figure(policy, 4 if args.quick else 32, 1 if args.quick else 3)), flush=True)
+    policy.model.zero_grad(set_to_none=True)
     config = OptimConfig(epochs=args.epochs, micro_batch=32, lr=1e-4)
     learner = Learner(policy, config)
     initial = learner.weights()

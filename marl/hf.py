@@ -37,6 +37,7 @@ from transformers import Cache, LogitsProcessor, LogitsProcessorList, PreTrained
 from marl.decode import decode, supports
 from marl.device import in_parts_on_oom
 from marl.logits import token_logprobs
+from marl.packing import pack
 from marl.policy import Request, Response
 
 BASE = "__base__"  # peft's name for "no adapter" in a mixed batch
@@ -232,27 +233,32 @@ class HFPolicy:
         """The shared prefix's cache for the forward pass; under gradient checkpointing, no cache at all."""
         return {"cache": batch.cache} if batch.cache is not None else {} if share else {"use_cache": False}
 
-    def _prepare(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None], share: bool = True) -> _Batch:
-        """Inputs for a batch whose rows often share a long start (system prompt and rules).
-
-        The shared prefix is run once and its KV cache repeated for every row; the rest of each row
-        is left-padded after it. ``keep`` tokens at the end of each row are never part of the prefix.
-        Rows with different adapters cannot share a cache (the prefix's keys differ per adapter),
-        and neither can a pass under gradient checkpointing (``share = False``: its layers drop caches).
-        """
+    def _shared_start(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None], share: bool) -> tuple[int, Cache | None]:
+        """How many leading tokens all ``rows`` share, and their KV cache (one row), when worth
+        running once: ``keep`` tokens at the end of each row are never part of it. Rows with
+        different adapters cannot share a cache (the prefix's keys differ per adapter), and neither
+        can a pass under gradient checkpointing (``share = False``: its layers drop caches)."""
         shortest = min(map(len, rows)) - keep
         shared = 0
         while shared < shortest and len({row[shared] for row in rows}) == 1:
             shared += 1
         if not share or len(rows) == 1 or shared < PREFIX_MIN or len(set(adapters)) > 1:
+            return 0, None
+        prefix = torch.tensor([rows[0][:shared]], device=self.device)  # (1, P)
+        out = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **self._adapters_for(adapters[:1]))
+        return shared, out.cache
+
+    def _prepare(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None], share: bool = True) -> _Batch:
+        """Inputs for a batch whose rows often share a long start (system prompt and rules): the
+        shared start run once (:meth:`_shared_start`) and its KV cache repeated for every row, the
+        rest of each row left-padded after it."""
+        shared, cache = self._shared_start(rows, keep, adapters, share)
+        if cache is None:
             ids, mask = self._left_pad(rows)
             return _Batch(ids, mask, 0, None)
         suffix_ids, suffix_mask = self._left_pad([row[shared:] for row in rows])  # (B, S)
-        prefix = torch.tensor([rows[0][:shared]], device=self.device)  # (1, P)
-        out = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **self._adapters_for(adapters[:1]))
-        cache = out.cache
         cache.batch_repeat_interleave(len(rows))
-        ids = torch.cat([prefix.expand(len(rows), -1), suffix_ids], dim=1)  # (B, P + S)
+        ids = torch.cat([torch.tensor([rows[0][:shared]], device=self.device).expand(len(rows), -1), suffix_ids], dim=1)  # (B, P + S)
         mask = torch.cat([suffix_mask.new_ones((len(rows), shared)), suffix_mask], dim=1)
         return _Batch(ids, mask, shared, cache)
 
@@ -360,7 +366,36 @@ class HFPolicy:
     def _whole_rows(
         self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], share: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`_completion_pass` with each row run whole, left-padded (after the batch's shared start)."""
+        """:meth:`_completion_pass` with each row run whole: packed end to end after the batch's
+        shared start (:mod:`marl.packing`), or left-padded for a model whose attention the packed
+        mask does not fit (not SDPA, or sliding windows)."""
+        if supports(self.model.config) is not None:
+            return self._padded_rows(prompts, completions, adapters, share)
+        k = max(map(len, completions))
+        rows = [p + c for p, c in zip(prompts, completions)]
+        shared, cache = self._shared_start(rows, k + 1, adapters, share)
+        packed = pack([row[shared:] for row in rows], adapters, k, shared, self.pad_id)
+        segments = torch.tensor(packed.segments, device=self.device)  # (G, W)
+        width = segments.shape[1]
+        own_row = (segments[:, :, None] == segments[:, None, :]) & torch.ones(width, width, dtype=torch.bool, device=self.device).tril()
+        mask = torch.cat([own_row.new_ones((len(segments), width, shared)), own_row], dim=-1)[:, None]  # (G, 1, W, P + W)
+        if cache is not None:
+            cache.batch_repeat_interleave(len(segments))
+        predicting = torch.tensor(packed.predicting, device=self.device)  # (N, K)
+        with _output_layer_only_at(self.model, predicting.flatten()):
+            logits = self.model(
+                input_ids=torch.tensor(packed.ids, device=self.device), attention_mask=mask,
+                position_ids=torch.tensor(packed.positions, device=self.device),
+                **({"cache": cache} if cache is not None else {"use_cache": False}), **self._adapters_for(packed.adapters),
+            ).logits.view(len(rows), k, -1)  # (N, K, V): predicting each row's last K tokens
+        lengths = torch.tensor([len(c) for c in completions], device=self.device)
+        targets = torch.tensor([([self.pad_id] * k + row)[-k:] for row in rows], device=self.device)  # end-aligned
+        return logits, targets, torch.arange(k, device=self.device)[None, :] >= (k - lengths)[:, None]
+
+    def _padded_rows(
+        self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], share: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`_whole_rows` left-padded (after the batch's shared start)."""
         k = max(map(len, completions))
         batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters, share)  # (N, P + S)
         positions = (batch.mask.cumsum(-1) - 1).clamp(min=0)  # padding holes: count real tokens only
@@ -456,6 +491,22 @@ class HFPolicy:
             Response(text, prompt, cand, token_lp[row][k - len(cand) :] if cand else [], "scored")
             for row, (_, prompt, cand, text) in enumerate(chunk)
         ]
+
+
+@contextmanager
+def _output_layer_only_at(model: torch.nn.Module, index: torch.Tensor):
+    """The model's output layer sees only the hidden states at ``index`` (flat over batch and
+    sequence), so that logits are computed at the positions that predict completion tokens and
+    nowhere else, whatever their layout: (1, len(index), V) logits come out."""
+    def select(module, args):
+        hidden = args[0]
+        return (hidden.reshape(-1, hidden.shape[-1])[index][None],)
+
+    hook = model.get_output_embeddings().register_forward_pre_hook(select)
+    try:
+        yield
+    finally:
+        hook.remove()
 
 
 @contextmanager

@@ -52,7 +52,9 @@ def test_rollout_speed_reports_both_ratios():
 
 def test_learner_speed_reports_its_ratio():
     stdout = run_benchmark("learner_speed.py", "--quick")
-    report = json.loads(stdout.strip().splitlines()[-1])
+    packing, report = map(json.loads, stdout.strip().splitlines()[-2:])
+    counted = packing["tokens_computed"]
+    assert counted["real"] <= counted["packed"] <= counted["padded"] and packing["speedup"] > 0
     assert report["samples"] > 0 and report["tokens_per_s"]["learner"] > 0 and report["tokens_per_s"]["bare"] > 0
     assert "ratio_vs_bare" in report
 
