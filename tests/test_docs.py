@@ -13,6 +13,8 @@ import marl.rollout
 import populations.tournament
 
 README = Path(__file__).parent.parent / "README.md"
+MANUAL = sorted((README.parent / "docs").glob("*.md"))  # one page per area; docs/research/ is notes, not the manual
+GUIDE = [README, *MANUAL]
 
 
 @pytest.mark.parametrize("module", [games, populations.tournament, marl.rollout, marl.hf], ids=lambda m: m.__name__)
@@ -21,9 +23,20 @@ def test_docstring_examples(module):
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_readme_examples():
-    result = doctest.testfile(str(README), module_relative=False)
-    assert result.attempted > 0 and result.failed == 0
+@pytest.mark.parametrize("page", GUIDE, ids=lambda p: p.name)
+def test_readme_and_manual_examples(page):
+    assert doctest.testfile(str(page), module_relative=False).failed == 0
+
+
+def test_the_guide_has_examples_to_run():
+    assert sum(doctest.testfile(str(page), module_relative=False).attempted for page in GUIDE) > 0
+
+
+def test_readme_stays_a_guide_that_links_every_manual_page():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300, "the README is a guide: move the detail to a page of docs/"
+    unlinked = [page.name for page in MANUAL if f"](docs/{page.name}" not in text]
+    assert MANUAL and not unlinked, f"docs pages the README does not link: {unlinked}"
 
 
 ROOT = README.parent
@@ -47,11 +60,20 @@ def test_no_dangling_references_to_files_of_the_repository():
     assert not dangling, dangling
 
 
-def test_readme_commands_run_from_the_venv_and_make_bench_runs_every_benchmark_it_quotes():
-    text = README.read_text(encoding="utf-8")
-    bare_python = [line for line in text.splitlines() if re.search(r"(?<![/\w])python3? (?!-m pip)\S+\.py", line)]
+def quoted_benchmarks(page: Path) -> set[str]:
+    return set(re.findall(r"\.venv/bin/python benchmarks/(\w+\.py)", page.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("page", GUIDE, ids=lambda p: p.name)
+def test_guide_commands_run_from_the_venv_and_make_bench_runs_every_benchmark_they_quote(page):
+    bare_python = [line for line in page.read_text(encoding="utf-8").splitlines()
+                   if re.search(r"(?<![/\w])python3? (?!-m pip)\S+\.py", line)]
     assert not bare_python, f"outside the venv these fail with ModuleNotFoundError: {bare_python}"
-    quoted = {name for name in re.findall(r"\.venv/bin/python benchmarks/(\w+\.py)", text)}
     make = subprocess.run(["make", "-n", "bench"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     benched = set(re.findall(r"(\w+\.py)", make.split("for b in", 1)[1]))
-    assert quoted and quoted <= benched, f"quoted in the README but not run by make bench: {quoted - benched}"
+    quoted = quoted_benchmarks(page)
+    assert quoted <= benched, f"quoted in {page.name} but not run by make bench: {quoted - benched}"
+
+
+def test_the_guide_quotes_benchmarks():
+    assert set().union(*map(quoted_benchmarks, GUIDE))
