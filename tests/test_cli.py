@@ -124,8 +124,9 @@ def test_match_bad_arguments_list_the_choices(args, listed):
 
 
 def readme_match_commands():
-    lines = (Path(__file__).parent.parent / "README.md").read_text().splitlines()
-    return [line.split()[1:] for line in lines if line.startswith(".venv/bin/coevo match ")]
+    root = Path(__file__).parent.parent
+    lines = [line for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))] for line in page.read_text().splitlines()]
+    return [line.split()[1:] for line in dict.fromkeys(lines) if line.startswith(".venv/bin/coevo match ")]
 
 
 @pytest.mark.slow
