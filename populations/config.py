@@ -150,7 +150,7 @@ class ForgeConfig(Strict):
     sandbox: Literal["bwrap", "rlimit"] = Field(
         "bwrap",
         description="where model-written code runs: bwrap (bubblewrap, the security boundary; `make system-deps` "
-        "installs it); rlimit opts into the fallback for machines without it, which is NOT a boundary (README, Reliability)",
+        "installs it); rlimit opts into the fallback for machines without it, which is NOT a boundary (docs/reliability.md)",
     )
 
     def limits(self) -> Limits:

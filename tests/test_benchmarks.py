@@ -175,7 +175,7 @@ def test_population_emergence_plays_each_game_from_the_population_example():
 
 
 def test_curricula_beat_a_uniform_one_on_held_out_accuracy_at_equal_budget():
-    """Issue 7's claim on a small budget (240 tasks, one seed; the full numbers are in the README).
+    """Issue 7's claim on a small budget (240 tasks, one seed; the full numbers are in docs/roles-and-graphs.md).
     Every random choice derives from the seed, so this is one fixed experiment, not a flaky one."""
     stdout = run_benchmark("coevolution_curricula.py", "--seeds", "0", "--iterations", "15", "--matches", "16")
     report = json.loads(stdout.strip().splitlines()[-1])
