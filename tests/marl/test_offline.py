@@ -1,0 +1,75 @@
+"""SFT and DPO from recorded episodes: the losses' values and gradients, and which turns they use."""
+
+import math
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from marl.episode import Episode, Turn
+from marl.offline import dpo_loss, dpo_pairs, sft_loss, winning_turns
+
+
+def _turn(index, seat, member, prompt, completion):
+    return Turn(
+        index=index, seat=seat, role=seat, member=member, observation="", prompt_ids=prompt,
+        completion_ids=completion, logprobs=[0.0] * len(completion), text="", move="m", valid=True,
+    )  # fmt: skip
+
+
+def _episode(match, rewards, turns):
+    return Episode(match_id=match, game="g", seed=0, members={t.seat: t.member for t in turns}, turns=turns, rewards=rewards)
+
+
+def test_dpo_loss_matches_hand_computation_on_two_pairs():
+    chosen = torch.tensor([-1.0, -2.0], requires_grad=True)
+    rejected = torch.tensor([-3.0, -1.5], requires_grad=True)
+    ref_c, ref_r, beta = torch.tensor([-1.5, -2.0]), torch.tensor([-2.5, -1.0]), 0.5
+    loss = dpo_loss(chosen, rejected, ref_c, ref_r, beta)
+    # pair 1: margin = (−1+1.5) − (−3+2.5) = 1.0; pair 2: margin = 0 − (−0.5) = 0.5
+    expected = -(math.log(1 / (1 + math.exp(-0.5))) + math.log(1 / (1 + math.exp(-0.25)))) / 2
+    assert abs(loss.item() - expected) < 1e-6
+    loss.backward()
+    assert (chosen.grad < 0).all() and (rejected.grad > 0).all()  # descent raises chosen, lowers rejected
+    # d/dchosen_i = −β·σ(−β·m_i)/P
+    assert abs(chosen.grad[0].item() + 0.5 * (1 / (1 + math.exp(0.5))) / 2) < 1e-6
+
+
+def test_sft_loss_is_mean_nll_of_completions():
+    logprobs = torch.tensor([[-0.5, -1.0, 0.0], [-2.0, -9.0, -9.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    assert abs(sft_loss(logprobs, mask).item() - (1.5 + 2.0) / 2) < 1e-6
+
+
+def test_winning_turns_keep_only_winners_and_not_draws():
+    a, b = _turn(0, "p0", "alice", [1], [2]), _turn(1, "p1", "bob", [1], [3])
+    won = _episode("m1", {"p0": 1.0, "p1": -1.0}, [a, b])
+    draw = _episode("m2", {"p0": 0.0, "p1": 0.0}, [_turn(0, "p0", "alice", [4], [5])])
+    assert winning_turns([won, draw]) == {"alice": [a]}
+
+
+def test_pairs_choose_won_reject_lost_prefer_same_prompt():
+    won_a = _turn(0, "p0", "alice", [7], [1])
+    lost_a_other = _turn(0, "p0", "alice", [8], [2])
+    lost_a_same = _turn(2, "p1", "alice", [7], [3])
+    e1 = _episode("m1", {"p0": 1.0, "p1": -1.0}, [won_a, _turn(1, "p1", "bob", [9], [4])])
+    e2 = _episode("m2", {"p0": -1.0, "p1": 1.0}, [lost_a_other, _turn(1, "p1", "bob", [9], [5])])
+    e3 = _episode("m3", {"p0": 1.0, "p1": -1.0}, [_turn(0, "p0", "bob", [6], [6]), lost_a_same])
+    pairs = {p.member: p for p in dpo_pairs([e1, e2, e3])}
+    assert pairs["alice"].chosen == won_a and pairs["alice"].rejected == lost_a_same
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["a", "b", "c"]), st.booleans(),
+                          st.integers(0, 2)), max_size=8))
+def test_pairs_never_cross_members_and_label_by_outcome(games):
+    episodes = [
+        _episode(f"m{i}", {"p0": 1.0 if first else -1.0, "p1": -1.0 if first else 1.0},
+                 [_turn(0, "p0", m0, [k], [k + 1]), _turn(0, "p1", m1, [k], [k + 2])])
+        for i, (m0, m1, first, k) in enumerate(games)
+    ]  # fmt: skip
+    for pair in dpo_pairs(episodes):
+        assert pair.chosen.member == pair.rejected.member == pair.member
+        for turn, won in ((pair.chosen, True), (pair.rejected, False)):
+            episode = next(e for e in episodes if any(t is turn for t in e.turns))
+            assert (episode.rewards[turn.seat] > 0) == won
