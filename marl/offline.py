@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from marl.episode import Episode, Turn
 
 
-def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood per completion; ``logprobs`` and ``mask`` are (N, K)."""
-    return -(logprobs * mask.float()).sum(-1).mean()
+def sft_loss(logprobs: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood per completion; ``logprobs`` (N,) are summed over its tokens."""
+    return -logprobs.mean()
 
 
 def dpo_loss(
@@ -88,3 +88,11 @@ def dpo_pairs(episodes: Iterable[Episode]) -> list[Pair]:
                 pool.remove(match)
                 pairs.append(Pair(member, chosen, match))
     return pairs
+
+
+def offline_batch(episodes: Iterable[Episode], member: str, algorithm: str) -> list[tuple[Turn, float]]:
+    """``member``'s turns for the learner, each with its sign: SFT's winning turns (+1), or DPO's
+    pairs flattened as (chosen, +1), (rejected, −1), the order ``Learner`` reads them in."""
+    if algorithm == "sft":
+        return [(t, 1.0) for t in winning_turns(episodes).get(member, [])]
+    return [x for p in dpo_pairs(episodes) if p.member == member for x in ((p.chosen, 1.0), (p.rejected, -1.0))]

@@ -36,9 +36,7 @@ def test_dpo_loss_matches_hand_computation_on_two_pairs():
 
 
 def test_sft_loss_is_mean_nll_of_completions():
-    logprobs = torch.tensor([[-0.5, -1.0, 0.0], [-2.0, -9.0, -9.0]])
-    mask = torch.tensor([[True, True, False], [True, False, False]])
-    assert abs(sft_loss(logprobs, mask).item() - (1.5 + 2.0) / 2) < 1e-6
+    assert abs(sft_loss(torch.tensor([-1.5, -2.0])).item() - (1.5 + 2.0) / 2) < 1e-6
 
 
 def test_winning_turns_keep_only_winners_and_not_draws():
@@ -73,3 +71,42 @@ def test_pairs_never_cross_members_and_label_by_outcome(games):
         for turn, won in ((pair.chosen, True), (pair.rejected, False)):
             episode = next(e for e in episodes if any(t is turn for t in e.turns))
             assert (episode.rewards[turn.seat] > 0) == won
+
+
+def _samples(policy, moves):
+    from marl.learner import TrainSample
+
+    prompt = policy.encode([[{"role": "user", "content": "Your card is K. Bet or check?"}]])[0]
+    ids = [policy.tokenizer(f"\\boxed{{{m}}}", add_special_tokens=False)["input_ids"] for m in moves]
+    return [TrainSample(prompt, c, 1.0) for c in ids]
+
+
+def _nll(policy, samples):
+    with torch.no_grad():
+        lp, real, _ = policy.completion_logprobs([s.prompt_ids for s in samples], [s.completion_ids for s in samples], [None] * len(samples))
+    return [-(lp[i][real[i]]).sum().item() for i in range(len(samples))]
+
+
+def test_learner_sft_loss_is_the_winning_completions_mean_nll_and_lowers_it():
+    from marl.learner import Learner, OptimConfig
+    from marl.models import load_tiny
+
+    policy = load_tiny(5)
+    batch = _samples(policy, ["bet", "check", "bet"])
+    before = _nll(policy, batch)
+    stats = Learner(policy, OptimConfig(algorithm="sft", epochs=2, lr=1e-3)).update(batch)
+    assert abs(stats["loss/sft/first_epoch"] - sum(before) / 3) < 1e-4
+    assert sum(_nll(policy, batch)) < sum(before)
+
+
+def test_learner_dpo_starts_at_log2_and_moves_chosen_over_rejected():
+    from marl.learner import Learner, OptimConfig
+    from marl.models import load_tiny
+
+    policy = load_tiny(6)
+    batch = _samples(policy, ["bet", "check"])  # one pair: chosen "bet", rejected "check"
+    before = _nll(policy, batch)
+    stats = Learner(policy, OptimConfig(algorithm="dpo", dpo_beta=0.5, epochs=3, lr=1e-3)).update(batch)
+    assert abs(stats["loss/dpo/first_epoch"] - math.log(2)) < 1e-5  # policy = reference: margin 0
+    after = _nll(policy, batch)
+    assert (before[0] - after[0]) - (before[1] - after[1]) > 0  # chosen gained on rejected
