@@ -305,7 +305,10 @@ class Trainer:
         turns = offline_batch(episodes, member.name, self.config.optim.algorithm)
         if not turns:
             return {}
-        batch = [TrainSample(t.prompt_ids, t.completion_ids, sign, member.adapter) for t, sign in turns]
+        batch = [
+            TrainSample(t.prompt_ids, t.completion_ids, sign, member.adapter, t.candidate_ids or None, t.choice, member.temperature or 1.0)
+            for t, sign in turns
+        ]  # fmt: skip
         stats = self.learners[member.role].update(member.name, batch)
         if isinstance(self.pool, RayPool):
             load_weights(member.policy.model, self.learners[member.role].weights(member.name), member.adapter)

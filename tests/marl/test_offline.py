@@ -1,6 +1,10 @@
 """SFT and DPO from recorded episodes: the losses' values and gradients, and which turns they use."""
 
+import json
 import math
+from pathlib import Path
+
+import pytest
 
 import torch
 from hypothesis import given, settings
@@ -110,3 +114,33 @@ def test_learner_dpo_starts_at_log2_and_moves_chosen_over_rejected():
     assert abs(stats["loss/dpo/first_epoch"] - math.log(2)) < 1e-5  # policy = reference: margin 0
     after = _nll(policy, batch)
     assert (before[0] - after[0]) - (before[1] - after[1]) > 0  # chosen gained on rejected
+
+
+@pytest.mark.parametrize("algorithm", ["sft", "dpo"])
+def test_coevo_train_learns_offline_end_to_end(tmp_path, algorithm):
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+
+    root = Path(__file__).resolve().parents[2]
+    config = tmp_path / "offline.toml"
+    config.write_text(
+        f'extends = "{root / "examples" / "kuhn_tiny.toml"}"\niterations = 2\ncheckpoint_every = 2\n'
+        f'[rollout]\nmatches = 16\nconcurrency = 16\n[optim]\nalgorithm = "{algorithm}"\n'
+        '[eval]\nevery = 2\nmatches = 8\nopponents = ["random"]\n'
+    )
+    result = CliRunner().invoke(app, ["train", str(config), "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
+    losses = [v for e in events for k, v in e.items() if k.endswith(f"loss/{algorithm}/first_epoch")]
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses)
+
+
+def test_bad_algorithm_is_a_one_line_error_naming_the_field():
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+
+    root = Path(__file__).resolve().parents[2]
+    bad = CliRunner().invoke(app, ["config", "show", str(root / "examples" / "kuhn_tiny.toml"), "--set", "optim.algorithm=kto"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "optim.algorithm" in bad.output
