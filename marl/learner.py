@@ -104,6 +104,9 @@ class OptimConfig(BaseModel):
         "iteration's recorded episodes (marl.offline): sft: NLL of winning turns; dpo: won-vs-lost pairs per member",
     )
     dpo_beta: float = Field(0.1, gt=0, description="β of DPO's −log σ(β·margin); the reference is the start-of-run model")
+    offline_window: int = Field(
+        1, ge=1, description="sft/dpo learn from the last N iterations' episodes: this one's and the N−1 shards before it on disk"
+    )
 
 
 T = TypeVar("T")

@@ -56,7 +56,7 @@ import structlog
 import torch
 
 from marl.config import TrainConfig, to_toml
-from marl.episode import Episode, Turn, write_jsonl
+from marl.episode import Episode, Turn, read_jsonl, write_jsonl
 from marl.estimators import ESTIMATORS, Credited, graph_credit
 from marl.offline import offline_batch
 from marl.evaluators import Opponents, evaluation, measures, prefix, strategy_of
@@ -265,7 +265,7 @@ class Trainer:
             member.version += 1
             return {f"{member.name}/learned_from": float(len(kept))}
         if self.config.optim.algorithm != "ppo":
-            return self._learn_offline(member, kept)
+            return self._learn_offline(member, self._shards_before(iteration, member) + kept)
         turns = [self._credit(member, ep, t) for ep in kept for t in ep.turns if t.member == member.name and t.completion_ids]
         if not turns:
             return {}
@@ -300,8 +300,15 @@ class Trainer:
             stats.update({"async/staleness_mean": float(np.mean(staleness)), "async/staleness_max": float(max(staleness))})
         return {f"{prefix(member.name)}{k}": v for k, v in stats.items()}
 
+    def _shards_before(self, iteration: int, member: Member) -> list[Episode]:
+        """``member``'s episodes from the run's shards of the ``offline_window`` − 1 iterations before
+        this one. Read from disk, so a resumed run reads exactly what the killed one would have."""
+        first = max(0, iteration - self.config.optim.offline_window + 1)
+        shards = [self.run_dir / "episodes" / f"iter_{i:06d}.jsonl" for i in range(first, iteration)]
+        return [ep for shard in shards if shard.exists() for ep in read_jsonl(shard) if member.name in ep.members.values()]
+
     def _learn_offline(self, member: Member, episodes: list[Episode]) -> dict:
-        """SFT or DPO of ``member`` on this iteration's recorded episodes (``marl.offline``)."""
+        """SFT or DPO of ``member`` on recorded episodes: this iteration's and its window's shards (``marl.offline``)."""
         turns = offline_batch(episodes, member.name, self.config.optim.algorithm)
         if not turns:
             return {}

@@ -144,3 +144,31 @@ def test_bad_algorithm_is_a_one_line_error_naming_the_field():
     root = Path(__file__).resolve().parents[2]
     bad = CliRunner().invoke(app, ["config", "show", str(root / "examples" / "kuhn_tiny.toml"), "--set", "optim.algorithm=kto"])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "optim.algorithm" in bad.output
+
+
+def test_offline_window_learns_from_the_runs_earlier_shards(tmp_path):
+    """With ``offline_window = 2`` each iteration's SFT batch is the winning turns of its own shard
+    and the one before it on disk; the first iteration has no earlier shard."""
+    from typer.testing import CliRunner
+
+    from coevo.cli import app
+    from marl.episode import read_jsonl
+    from marl.offline import winning_turns
+
+    root = Path(__file__).resolve().parents[2]
+    config = tmp_path / "window.toml"
+    config.write_text(
+        f'extends = "{root / "examples" / "kuhn_tiny.toml"}"\niterations = 3\ncheckpoint_every = 3\n'
+        '[rollout]\nmatches = 8\nconcurrency = 8\n[optim]\nalgorithm = "sft"\noffline_window = 2\n[eval]\nevery = 0\n'
+    )
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", str(config), "--run-dir", str(run)])
+    assert result.exit_code == 0, result.output
+    shards = {int(p.stem.split("_")[1]): read_jsonl(p) for p in (run / "episodes").glob("iter_*.jsonl")}
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    seen = {e["iteration"]: sum(v for k, v in e.items() if k.endswith("offline/turns")) for e in events if e.get("kind") == "iteration"}
+    assert len(seen) == 3
+    for i, turns in seen.items():
+        window = shards.get(i - 1, []) + shards[i]
+        assert turns == sum(map(len, winning_turns(window).values())), i
+    assert any(turns > sum(map(len, winning_turns(shards[i]).values())) for i, turns in seen.items())  # the window was used
