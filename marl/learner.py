@@ -46,6 +46,7 @@ from marl.device import halving_on_oom, host_copy, on_host
 from marl.hf import HFPolicy, adapter_of
 from marl.logits import token_logprobs
 from marl.losses import ppo_clip_loss
+from marl.offline import dpo_loss, sft_loss
 from marl.policy import choice_logprobs
 
 
@@ -97,6 +98,15 @@ class OptimConfig(BaseModel):
         "min(π_θ/π_behaviour, is_cap)·A·∇log π_θ, no clip (IMPALA, Yao et al. 2025); fresh samples keep plain PPO",
     )
     is_cap: float = Field(2.0, gt=0, description="C, where the off-policy importance weight is truncated (Yao et al. 2025: 2)")
+    algorithm: Literal["ppo", "sft", "dpo"] = Field(
+        "ppo",
+        description="ppo: the clipped objective on every turn with its advantage (online); offline, from the "
+        "iteration's recorded episodes (marl.offline): sft: NLL of winning turns; dpo: won-vs-lost pairs per member",
+    )
+    dpo_beta: float = Field(0.1, gt=0, description="β of DPO's −log σ(β·margin); the reference is the start-of-run model")
+    offline_window: int = Field(
+        1, ge=1, description="sft/dpo learn from the last N iterations' episodes: this one's and the N−1 shards before it on disk"
+    )
 
 
 T = TypeVar("T")
@@ -261,9 +271,9 @@ class Learner:
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
         self.reference = None  # the KL's reference, full weights: a frozen copy of the model
         self.reference_adapter = None  # ... LoRA: a frozen adapter beside the trained one, on the same base
-        if config.kl_coef and adapter is None:
+        if (config.kl_coef or config.algorithm == "dpo") and adapter is None:
             self.reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
-        elif config.kl_coef:
+        elif config.kl_coef or config.algorithm == "dpo":
             self.reference_adapter = adapter + MAGNET
             if self.reference_adapter not in policy.adapters:
                 policy.add_adapter(self.reference_adapter, copy.deepcopy(policy.model.peft_config[adapter]), trainable=False)
@@ -376,6 +386,8 @@ class Learner:
         samples = [s for s in samples if s.completion_ids]  # scripted and human turns have no tokens
         if not samples:
             return {}
+        if self.config.algorithm != "ppo":
+            return self._update_offline(samples)
         cfg, start = self.config, time.perf_counter()
         old = self._logprobs_by_sample(samples)
         ref = self._logprobs_by_sample(samples, reference=True) if self._has_reference else None
@@ -461,6 +473,39 @@ class Learner:
             if kick:  # averaged over free-text samples only: forced-choice turns have no teacher term
                 sums["loss/kickstart_kl"] += float(kl_teacher.detach()) * len(chunk) / free_text
         return sums
+
+    def _update_offline(self, samples: list[TrainSample]) -> dict[str, float]:
+        """SFT or DPO, ``epochs`` full-batch steps. SFT: every sample is a winning turn. DPO: the
+        samples come in (chosen, rejected) pairs, in that order (``marl.offline.offline_batch``)."""
+        cfg = self.config
+        if cfg.algorithm == "dpo":
+            with torch.no_grad():
+                ref = self._summed_logprobs(samples, reference=True)
+        stats: dict[str, float] = {}
+        for _ in range(cfg.epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            sums = self._summed_logprobs(samples)
+            if cfg.algorithm == "sft":
+                loss = sft_loss(sums)
+            else:
+                loss = dpo_loss(sums[0::2], sums[1::2], ref[0::2], ref[1::2], cfg.dpo_beta)
+            loss.backward()
+            stats.setdefault(f"loss/{cfg.algorithm}/first_epoch", float(loss.detach()))
+            stats["policy/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm))
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        stats["optim/lr"] = self.schedule.get_last_lr()[0]
+        self.schedule.step()
+        stats["learner/samples"] = float(len(samples))
+        return stats
+
+    def _summed_logprobs(self, samples: Sequence[TrainSample], reference: bool = False) -> torch.Tensor:
+        """(N,) each sample's completion log-prob: its tokens' sum, or its forced choice's."""
+        by_sample = {}
+        for chunk in self._chunks(samples, len(samples)):
+            logprobs, mask, _ = self._logprobs(chunk, reference)
+            by_sample.update(zip(map(id, chunk), (logprobs.float() * mask).sum(-1)))
+        return torch.stack([by_sample[id(s)] for s in samples])
 
     @torch.no_grad()
     def _pull_reference(self) -> None:

@@ -56,8 +56,9 @@ import structlog
 import torch
 
 from marl.config import TrainConfig, to_toml
-from marl.episode import Episode, Turn, write_jsonl
+from marl.episode import Episode, Turn, read_jsonl, write_jsonl
 from marl.estimators import ESTIMATORS, Credited, graph_credit
+from marl.offline import offline_batch
 from marl.evaluators import Opponents, evaluation, measures, prefix, strategy_of
 from marl.learner import TrainSample, load_weights, trainable_weights
 from marl.learners import Learners
@@ -263,6 +264,8 @@ class Trainer:
             member.scripted.learn([ep.outcome for ep in kept])
             member.version += 1
             return {f"{member.name}/learned_from": float(len(kept))}
+        if self.config.optim.algorithm != "ppo":
+            return self._learn_offline(member, self._shards_before(iteration, member) + kept)
         turns = [self._credit(member, ep, t) for ep in kept for t in ep.turns if t.member == member.name and t.completion_ids]
         if not turns:
             return {}
@@ -295,6 +298,30 @@ class Trainer:
         stats.update(self._turn_metrics(member, kept, turns, advantages))
         if self.config.train.mode == "async":
             stats.update({"async/staleness_mean": float(np.mean(staleness)), "async/staleness_max": float(max(staleness))})
+        return {f"{prefix(member.name)}{k}": v for k, v in stats.items()}
+
+    def _shards_before(self, iteration: int, member: Member) -> list[Episode]:
+        """``member``'s episodes from the run's shards of the ``offline_window`` − 1 iterations before
+        this one. Read from disk, so a resumed run reads exactly what the killed one would have."""
+        first = max(0, iteration - self.config.optim.offline_window + 1)
+        shards = [self.run_dir / "episodes" / f"iter_{i:06d}.jsonl" for i in range(first, iteration)]
+        return [ep for shard in shards if shard.exists() for ep in read_jsonl(shard) if member.name in ep.members.values()]
+
+    def _learn_offline(self, member: Member, episodes: list[Episode]) -> dict:
+        """SFT or DPO of ``member`` on recorded episodes: this iteration's and its window's shards (``marl.offline``)."""
+        turns = offline_batch(episodes, member.name, self.config.optim.algorithm)
+        if not turns:
+            return {}
+        batch = [
+            TrainSample(t.prompt_ids, t.completion_ids, sign, member.adapter, t.candidate_ids or None, t.choice, member.temperature or 1.0)
+            for t, sign in turns
+        ]  # fmt: skip
+        stats = self.learners[member.role].update(member.name, batch)
+        if isinstance(self.pool, RayPool):
+            load_weights(member.policy.model, self.learners[member.role].weights(member.name), member.adapter)
+        member.version += 1
+        member.seat.version += 1
+        stats["offline/turns"] = float(len(turns))
         return {f"{prefix(member.name)}{k}": v for k, v in stats.items()}
 
     def _credit(self, member: Member, ep: Episode, t) -> Credited:

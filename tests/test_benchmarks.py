@@ -250,3 +250,11 @@ def test_decode_ops_counts_each_path_and_the_static_loop_meets_its_targets():
     assert set(report["per_step"]) == {"engine_generate", "engine_static", "bare_generate_greedy"}
     assert report["per_step"]["bare_generate_greedy"]["syncs"] >= 1  # generate asks whether every row has ended, each step
     assert report["targets_met"] == {"syncs": True, "ops_within_10pct": True}
+
+
+def test_learning_offline_reports_sft_dpo_and_ppo_from_the_same_start():
+    stdout = run_benchmark("learning_offline.py", "--quick")
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert report["ppo"]["initial"] == report["sft"]["initial"] == report["dpo"]["initial"] > 0, "same seeds, same start"
+    for name in ("ppo", "sft", "dpo"):
+        assert report[name]["final"] >= 0 and 0 <= report[name]["per_seed_win_rate_vs_always_bet"][0] <= 1
