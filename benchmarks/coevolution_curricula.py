@@ -1,5 +1,5 @@
 """Does the curriculum matter? Task forge co-evolution with scripted players, one proposer per
-curriculum teacher — uniform (random), ALP-GMM, SEC — at an equal budget of matches.
+curriculum teacher — uniform (random), ALP-GMM, SEC, the staircase, PAIRED — at an equal budget of matches.
 
 Every run plays the same number of task forge matches (``--iterations`` × ``--matches``) with a
 learning executor (``games.task_forge.players.SkilledExecutor``: it improves most on tasks it solves
@@ -27,7 +27,7 @@ from marl.train import Trainer
 from populations.config import RunConfig
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "task_forge_scripted.toml"
-CURRICULA = ("uniform", "alp_gmm", "sec", "staircase")
+CURRICULA = ("uniform", "alp_gmm", "sec", "staircase", "paired")
 
 
 def run(curriculum: str, seed: int, iterations: int, matches: int) -> dict[str, float]:

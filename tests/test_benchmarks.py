@@ -180,8 +180,9 @@ def test_curricula_beat_a_uniform_one_on_held_out_accuracy_at_equal_budget():
     stdout = run_benchmark("coevolution_curricula.py", "--seeds", "0", "--iterations", "15", "--matches", "16")
     report = json.loads(stdout.strip().splitlines()[-1])
     ratio = report["heldout_accuracy_vs_uniform"]
-    assert ratio["alp_gmm"] > 1.0 and ratio["sec"] > 1.0, ratio
+    assert ratio["alp_gmm"] > 1.0 and ratio["sec"] > 1.0 and ratio["paired"] > 1.0, ratio
     assert report["runs"]["sec"]["p_hat_in_band"] > report["runs"]["uniform"]["p_hat_in_band"]
+    assert report["runs"]["paired"]["difficulty_first"] < report["runs"]["uniform"]["difficulty_first"]  # regret sits below the middle
 
 
 def test_population_memory_reports_both_layouts_and_ratios():

@@ -26,6 +26,11 @@ Teachers (``CURRICULA`` by name):
   Q(arm) ← α·r + (1 − α)·Q(arm) (TD(0)); arms are drawn from softmax(Q / τ).
 - ``Staircase``: per family, the difficulty at which the learner succeeds a target share of the
   time (Robbins–Monro; an adaptive staircase): d ← d + η·(p̂ − target).
+- ``PAIRED``: regret-based environment design (Dennis et al. 2020, https://arxiv.org/abs/2012.02096).
+  An antagonist (a second executor) plays every task the learner played; a bandit over
+  (family, difficulty level) arms proposes where the antagonist's success minus the learner's is
+  highest: tasks solvable, but not yet by the learner. Not in ``CURRICULA``: it needs an
+  antagonist (``games.task_forge.players.CurriculumProposer.named("paired")`` builds one).
 
 Each teacher's ``state_dict`` is JSON-serialisable and, loaded into a teacher built with the same
 arguments, continues exactly: the same proposals from the same ``rng``. ``check_curriculum`` is
@@ -34,6 +39,7 @@ the conformance check for any implementation of ``Curriculum``.
 
 from __future__ import annotations
 
+import copy
 import json
 import warnings
 from collections.abc import Callable, Sequence
@@ -301,6 +307,24 @@ class ALPGMM:
         self.covariances = np.array(state["covariances"], dtype=np.float64).reshape(-1, d + 1, d + 1)
 
 
+# ---------------------------------------------------------------------------- difficulty levels
+
+
+def difficulty_level(knobs: np.ndarray, levels: int) -> int:
+    """The difficulty level of ``knobs`` among ``levels``: ⌊mean(knobs)·L⌋, with difficulty 1 in the top level."""
+    return min(levels - 1, int(np.mean(knobs) * levels))
+
+
+def knobs_in_level(level: int, levels: int, dims: int, rng: np.random.Generator) -> np.ndarray:
+    """Knobs drawn uniformly from the band of the unit cube at ``level``, by rejection: tasks of one
+    level vary in size and complexity at equal difficulty. (D,)"""
+    while True:
+        candidates = rng.random((64, dims))  # (64, D)
+        inside = np.minimum(levels - 1, (candidates.mean(axis=1) * levels).astype(int)) == level
+        if inside.any():
+            return candidates[np.argmax(inside)]
+
+
 # ---------------------------------------------------------------------------- SEC
 
 
@@ -368,8 +392,7 @@ class SEC:
         self.q = np.zeros((len(self.families), self.levels))  # (F, L): Q of arm (family, level)
 
     def level(self, knobs: np.ndarray) -> int:
-        """The difficulty level of ``knobs``: ⌊mean(knobs)·L⌋, with difficulty 1 in the top level."""
-        return min(self.levels - 1, int(np.mean(knobs) * self.levels))
+        return difficulty_level(knobs, self.levels)
 
     def probabilities(self) -> np.ndarray:
         """Step 1's Boltzmann policy over arms: softmax(Q / τ). (F, L)"""
@@ -378,11 +401,7 @@ class SEC:
 
     def propose(self, rng: np.random.Generator) -> tuple[str, np.ndarray]:
         f, level = divmod(int(rng.choice(self.q.size, p=self.probabilities().ravel())), self.levels)
-        while True:  # rejection: uniform over the square's band of this level
-            candidates = rng.random((64, self.dims))  # (64, D)
-            inside = np.minimum(self.levels - 1, (candidates.mean(axis=1) * self.levels).astype(int)) == level
-            if inside.any():
-                return self.families[f], candidates[np.argmax(inside)]
+        return self.families[f], knobs_in_level(level, self.levels, self.dims, rng)
 
     def update(self, family: str, knobs: np.ndarray, success: float) -> None:
         """Steps 2–3 with r = 2·p̂·(1 − p̂), ``success`` = p̂ the success rate over the attempts."""
@@ -484,6 +503,128 @@ class Staircase:
     def load_state_dict(self, state: dict) -> None:
         _check_config(state, self._config())
         self.difficulty = np.array(state["difficulty"], dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------- PAIRED
+
+
+@runtime_checkable
+class Antagonist(Protocol):
+    """PAIRED's second executor: it plays each task the protagonist played."""
+
+    def success(self, family: str, knobs: np.ndarray) -> float:
+        """Attempt the task; its success rate in [0, 1] (and, if it learns, learn from the attempts)."""
+
+    def state_dict(self) -> dict:
+        """Everything needed to resume exactly, JSON-serialisable."""
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from ``state_dict()``."""
+
+
+def estimated_regret(pairs: Sequence[Sequence[float]]) -> float:
+    """PAIRED's regret from recent (antagonist success, protagonist success) pairs on one arm: the
+    antagonist's mean success minus the protagonist's, in [−1, 1]; 0 before any pair (no evidence
+    either way, so an untried arm sits between arms known to be too easy and arms with regret)."""
+    if not len(pairs):
+        return 0.0
+    antagonist, protagonist = np.mean(np.asarray(pairs, dtype=np.float64), axis=0)
+    return float(antagonist - protagonist)
+
+
+class PAIRED:
+    """Dennis et al. 2020, "Emergent Complexity and Zero-shot Transfer via Unsupervised Environment
+    Design", https://arxiv.org/abs/2012.02096: the task designer maximises the *regret* between an
+    antagonist and the protagonist, regret = antagonist success − protagonist success. Tasks the
+    antagonist solves and the protagonist does not have high regret; tasks too hard for both, or
+    easy for both, have none. So, unlike minimax (the hardest tasks), the tasks stay solvable.
+
+    The paper's designer is an RL policy writing environments; here it is a bandit over task-parameter
+    bins, arms = (family, level) as in SEC (level ℓ of ``levels``: difficulty, the knobs' mean, in
+    [ℓ/L, (ℓ+1)/L)):
+
+      1) Propose: an arm with probability (1 − ε)·softmax(R / τ) + ε / #arms, then knobs uniformly
+         within its level (``knobs_in_level``); ε = ``exploration`` keeps every arm's estimate alive
+         as both executors change.
+      2) Update with the protagonist's success p̂ on a task of arm c: the antagonist attempts the same
+         task (``Antagonist.success``, giving q̂), and (q̂, p̂) joins arm c's last ``window`` pairs.
+      3) R(c) = mean q̂ − mean p̂ over those pairs (``estimated_regret``).
+
+    Deviations: the paper trains the designer by policy gradient on each episode's regret, and
+    estimates regret with the antagonist's best episode minus the protagonist's mean return; a
+    bandit over bins with windowed means is the designer here (the same reward, a simpler policy),
+    and both success rates are means over their k attempts. No latent task space (CLUTR) is
+    learnt: the bins over the knobs are the designer's whole action space.
+
+    Args:
+        families: task family names.
+        antagonist: the second executor (``games.task_forge.players.SkilledAntagonist``).
+        levels: difficulty levels per family (L); arms = families × levels.
+        window: recent pairs per arm that its regret estimate averages over, >= 1.
+        temperature: τ of the softmax over regret estimates, > 0.
+        exploration: ε, the share of uniform proposals, in [0, 1].
+        dims: number of knobs, each in [0, 1].
+    """
+
+    def __init__(
+        self, families: Sequence[str], antagonist: Antagonist, levels: int = 5, window: int = 8,
+        temperature: float = 0.1, exploration: float = 0.1, dims: int = 2,
+    ):  # fmt: skip
+        self.families = _check_families(families)
+        if not isinstance(antagonist, Antagonist):
+            raise ValueError(f"antagonist must have success(family, knobs), state_dict and load_state_dict; got {antagonist!r}")
+        self.antagonist = antagonist
+        self.levels = _check_int("levels", levels)
+        self.window = _check_int("window", window)
+        if not temperature > 0:
+            raise ValueError(f"temperature (τ) must be > 0; got {temperature!r}")
+        if not 0 <= exploration <= 1:
+            raise ValueError(f"exploration (ε) must be a probability in [0, 1]; got {exploration!r}")
+        self.temperature, self.exploration = float(temperature), float(exploration)
+        self.dims = _check_int("dims", dims)
+        # pairs[f][ℓ]: arm (f, ℓ)'s last `window` [antagonist success, protagonist success], oldest first.
+        self.pairs: list[list[list[list[float]]]] = [[[] for _ in range(self.levels)] for _ in self.families]
+
+    def regrets(self) -> np.ndarray:
+        """Step 3's estimate for every arm. (F, L)"""
+        return np.array([[estimated_regret(arm) for arm in family] for family in self.pairs])
+
+    def probabilities(self) -> np.ndarray:
+        """Step 1's policy over arms. (F, L)"""
+        r = self.regrets()
+        z = np.exp((r - r.max()) / self.temperature)  # shifted by the max for stability
+        return (1 - self.exploration) * z / z.sum() + self.exploration / r.size
+
+    def propose(self, rng: np.random.Generator) -> tuple[str, np.ndarray]:
+        f, level = divmod(int(rng.choice(self.levels * len(self.families), p=self.probabilities().ravel())), self.levels)
+        return self.families[f], knobs_in_level(level, self.levels, self.dims, rng)
+
+    def update(self, family: str, knobs: np.ndarray, success: float) -> None:
+        """Step 2: the antagonist plays the task the protagonist succeeded on ``success`` of the time."""
+        f, x = _check_task(self.families, self.dims, family, knobs, success)
+        self.update_pair(family, x, self.antagonist.success(family, x), success)
+
+    def update_pair(self, family: str, knobs: np.ndarray, antagonist: float, protagonist: float) -> None:
+        """Record both executors' success rates on one task (both already played it)."""
+        f, x = _check_task(self.families, self.dims, family, knobs, protagonist)
+        _check_task(self.families, self.dims, family, x, antagonist)
+        arm = self.pairs[f][difficulty_level(x, self.levels)]
+        arm.append([float(antagonist), float(protagonist)])
+        del arm[: -self.window]
+
+    def _config(self) -> dict:
+        return {
+            "families": list(self.families), "levels": self.levels, "window": self.window,
+            "temperature": self.temperature, "exploration": self.exploration, "dims": self.dims,
+        }  # fmt: skip
+
+    def state_dict(self) -> dict:
+        return {"config": self._config(), "pairs": copy.deepcopy(self.pairs), "antagonist": self.antagonist.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        _check_config(state, self._config())
+        self.pairs = [[[[float(a), float(p)] for a, p in arm] for arm in family] for family in state["pairs"]]
+        self.antagonist.load_state_dict(state["antagonist"])
 
 
 CURRICULA: dict[str, type] = {"random": RandomCurriculum, "alp_gmm": ALPGMM, "sec": SEC, "staircase": Staircase}

@@ -1,8 +1,8 @@
 """Scripted players for task forge: fast stand-ins for each role, to simulate co-evolution on a CPU.
 
 - :class:`CurriculumProposer` writes tasks from :mod:`games.task_forge.families`, choosing the family and
-  difficulty knobs with a curriculum teacher (:mod:`games.task_forge.curricula`: uniform, ALP-GMM, SEC or a staircase) that
-  learns from how the executor did. Its tasks are labelled (``<task family=… size=… complexity=…>``),
+  difficulty knobs with a curriculum teacher (:mod:`games.task_forge.curricula`: uniform, ALP-GMM, SEC, a staircase or
+  PAIRED) that learns from how the executor did. Its tasks are labelled (``<task family=… size=… complexity=…>``),
   so analysis and the executor's skill model can read what was asked.
 - :class:`SkilledExecutor` answers right with probability ``sigmoid(slope · (skill − difficulty))``
   per family, and *learns*: practising a task it solves with probability p raises its skill by
@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from games.task_forge.curricula import ALPGMM, SEC, Curriculum, RandomCurriculum, Staircase
+from games.task_forge.curricula import ALPGMM, PAIRED, SEC, Curriculum, RandomCurriculum, Staircase
 from games.task_forge.families import FAMILIES, Task, answers_match, generate
 
 DEFAULT_DIFFICULTY = 0.5  # for an unlabelled task (a model's): the executor's skill model needs a number
@@ -90,7 +90,10 @@ class CurriculumProposer(RolePlayer):
     def named(cls, name: str, families: tuple[str, ...] = FAMILIES) -> CurriculumProposer:
         """``uniform``, ``alp_gmm`` (refitted every 100 tasks, not the paper's 250: our runs see a few
         thousand tasks, not millions), ``sec`` (Boltzmann temperature 0.1) or ``staircase``
-        (holds each family at p̂ ≈ 0.55, the middle of Agent0's band)."""
+        (holds each family at p̂ ≈ 0.55, the middle of Agent0's band) or ``paired`` (regret against a
+        :class:`SkilledAntagonist` with the default protagonist's skill plus 0.3)."""
+        if name == "paired":
+            return cls(PAIRED(list(families), SkilledAntagonist(families=families)))
         if name == "staircase":
             return cls(Staircase(list(families)))
         if name == "alp_gmm":
@@ -155,9 +158,13 @@ class SkilledExecutor(RolePlayer):
             family, difficulty = task_label(outcome.get("task_meta", {}))
             if family not in self.skills:
                 continue
-            for _ in outcome["attempts"]:  # none when no task was played
-                p = self.p_correct(family, difficulty)
-                self.skills[family] += self.rate * p * (1 - p)
+            self.practise(family, difficulty, len(outcome["attempts"]))  # none when no task was played
+
+    def practise(self, family: str, difficulty: float, attempts: int) -> None:
+        """``attempts`` tries at a task of ``family`` and ``difficulty``, each raising skill by ``rate · p(1 − p)``."""
+        for _ in range(attempts):
+            p = self.p_correct(family, difficulty)
+            self.skills[family] += self.rate * p * (1 - p)
 
     def heldout_accuracy(self, tasks) -> float:
         """Mean probability of solving ``tasks`` (``task_families.Task``) unaided: the executor's held-out accuracy."""
@@ -168,6 +175,40 @@ class SkilledExecutor(RolePlayer):
 
     def load_state_dict(self, state: dict) -> None:
         self.skills = {k: float(v) for k, v in state["skills"].items()}
+
+
+class SkilledAntagonist:
+    """PAIRED's antagonist (``curricula.PAIRED``): a second :class:`SkilledExecutor` that attempts every
+    task the protagonist played, ``attempts`` times, and learns from them as the protagonist learns.
+
+    Why this antagonist: PAIRED's regret needs an executor that solves what the protagonist cannot
+    yet. A scripted executor ahead of the protagonist (``skill`` 0.4 against the default
+    protagonist's 0.1) marks the tasks just past the protagonist's reach; a second model trained
+    beside it would cost a second learner and match per task. It learns too, as the paper's
+    antagonist trains on the designer's tasks: at the regret-maximising difficulty, midway between
+    the two skills, p(1 − p) is the same for both (the sigmoid is symmetric), so it keeps its lead.
+    Its attempts are drawn from a generator seeded by (``seed``, tasks played), so a run repeats
+    and a resumed antagonist continues exactly.
+    """
+
+    def __init__(self, skill: float = 0.4, attempts: int = 8, seed: int = 0, families: tuple[str, ...] = FAMILIES):
+        self.executor = SkilledExecutor(skill=skill, families=families)
+        self.attempts, self.seed, self.played = attempts, seed, 0
+
+    def success(self, family: str, knobs: np.ndarray) -> float:
+        difficulty = float(np.mean(knobs))
+        solved = np.random.default_rng([self.seed, self.played]).binomial(self.attempts, self.executor.p_correct(family, difficulty))
+        self.played += 1
+        if family in self.executor.skills:
+            self.executor.practise(family, difficulty, self.attempts)
+        return solved / self.attempts
+
+    def state_dict(self) -> dict:
+        return {"executor": self.executor.state_dict(), "played": self.played}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.executor.load_state_dict(state["executor"])
+        self.played = int(state["played"])
 
 
 class NoisyVerifier(RolePlayer):
@@ -198,6 +239,7 @@ FORGE_PLAYERS = {
     "alp_gmm": lambda: CurriculumProposer.named("alp_gmm"),
     "sec": lambda: CurriculumProposer.named("sec"),
     "staircase": lambda: CurriculumProposer.named("staircase"),
+    "paired": lambda: CurriculumProposer.named("paired"),
     "skilled": SkilledExecutor,
     "noisy": NoisyVerifier,
     "adversarial": lambda: NoisyVerifier(adversarial=True),
