@@ -65,10 +65,10 @@ def stem(word: str) -> str:
 
 def said_taboo(clue: str, forbidden: tuple[str, ...]) -> str:
     """The first forbidden word ``clue`` uses (or a stem of), "" when it uses none."""
-    stems = {stem(w): w for w in forbidden}
     for word in _WORD.findall(clue.casefold()):
-        if word in forbidden or stem(word) in stems:
-            return stems.get(stem(word), word)
+        for taboo in forbidden:  # both stemmed: "waters" is "water", whose own stem is "wat"
+            if word == taboo or stem(word) in (taboo, stem(taboo)):
+                return taboo
     return ""
 
 
