@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -78,3 +80,21 @@ def _solved(players, matches: int = 100) -> float:
 def test_the_scripted_pair_solves_most_episodes_and_random_play_rarely_does():
     assert _solved({"player_0": HeuristicPlayer(), "player_1": HeuristicPlayer()}) >= 0.9
     assert _solved({"player_0": RandomPlayer(), "player_1": RandomPlayer()}) <= 0.2
+
+
+def test_the_tiny_example_trains_cooperatively(tmp_path):
+    """Two iterations of examples/taboo_tiny.toml: both seats earn the same unless one forfeits."""
+    from marl.episode import read_jsonl
+    from marl.train import Trainer
+    from populations.config import load_run_config
+
+    example = Path(__file__).parents[2] / "examples" / "taboo_tiny.toml"
+    short = ["iterations=2", "rollout.matches=8", "rollout.concurrency=8", "eval.every=2", "eval.matches=4"]
+    Trainer(load_run_config(example, short), tmp_path).run()
+    episodes = [e for i in (1, 2) for e in read_jsonl(tmp_path / f"episodes/iter_{i:06d}.jsonl")]
+    assert len(episodes) == 16 and all(e.game == "taboo" for e in episodes)
+    for e in episodes:  # a forfeit costs the offender its penalty and earns its partner nothing
+        if e.forfeited_by:
+            assert e.rewards == {s: -1.0 if s == e.forfeited_by else 0.0 for s in e.rewards}
+        else:
+            assert e.rewards["player_0"] == e.rewards["player_1"] in (0.0, 1.0)
