@@ -31,6 +31,8 @@ from games.pettingzoo_text import PettingZooTextEnv
 from games.textarena_env import TextArenaEnv
 from games.task_forge.rules import TaskForge
 from games.tictactoe import MinimaxPlayer, TicTacToe
+from games.taboo import HeuristicPlayer as TabooHeuristic
+from games.taboo import Taboo
 
 GAMES: dict[str, type[Rules]] = {
     "tictactoe": TicTacToe,
@@ -38,6 +40,7 @@ GAMES: dict[str, type[Rules]] = {
     "leduc_holdem": LeducHoldem,
     "simple_negotiation": SimpleNegotiation,
     "task_forge": TaskForge,
+    "taboo": Taboo,
 }
 # PettingZoo classic envs with a renderer (any other Discrete-action env works with the fallback).
 PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
@@ -60,6 +63,7 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
     "leduc_holdem": {"random": RandomPlayer, "heuristic": LeducHeuristic},
     "simple_negotiation": {"random": RandomPlayer, "heuristic": NegotiationHeuristic},
     "task_forge": {"random": RandomPlayer, **FORGE_PLAYERS},  # each of the others fits one seat (its .seat)
+    "taboo": {"random": RandomPlayer, "heuristic": TabooHeuristic},
 }
 
 
