@@ -250,3 +250,14 @@ def test_decode_ops_counts_each_path_and_the_static_loop_meets_its_targets():
     assert set(report["per_step"]) == {"engine_generate", "engine_static", "bare_generate_greedy"}
     assert report["per_step"]["bare_generate_greedy"]["syncs"] >= 1  # generate asks whether every row has ended, each step
     assert report["targets_met"] == {"syncs": True, "ops_within_10pct": True}
+
+
+def test_theory_of_mind_reports_every_pairing_its_baselines_and_the_model_backed_player():
+    report = json.loads(run_benchmark("theory_of_mind.py", "--smoke").strip().splitlines()[-1])
+    opponents = {"always_rock", "always_paper", "always_scissors", "copycat", "beat_last", "cycle", "random"}
+    assert set(report["return"]) == set(report["probe_accuracy"]) == opponents
+    assert all(set(row) == {"theory_of_mind", "frequency", "random"} for row in report["return"].values())
+    assert 0 <= min(report["probe_accuracy"].values()) <= max(report["probe_accuracy"].values()) <= 1
+    backed = report["model_backed"]
+    assert backed["model"] == "tiny" and {"with_hypotheses", "plain"} <= set(backed)
+    assert 0 <= backed["with_hypotheses"]["probe_accuracy"] <= 1
