@@ -23,7 +23,6 @@ Games without a move list (task forge, free text) are not probed.
 
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -56,7 +55,7 @@ class Asked:
 
     member: str
     game: str
-    env: Any  # a copy of the match just before the opponent's move
+    env: Any  # the match just before the opponent's move
     agent: str  # the predicting seat
     legal: list[str]  # the opponent's legal moves
     actual: str  # the move the opponent made
@@ -65,8 +64,9 @@ class Asked:
 
 @cache
 def probed(game: str) -> bool:
-    """Whether ``game`` is probed: one with a move list to predict from."""
-    return games.make(game).move_names is not None
+    """Whether ``game`` is probed: one with a move list to predict from (never a graph's seats,
+    which write free text)."""
+    return not game.startswith("graph/") and games.make(game).move_names is not None
 
 
 def _skip_dead(env) -> None:
@@ -74,24 +74,36 @@ def _skip_dead(env) -> None:
         env.step(None)
 
 
-def replay(episode: Episode, game_kwargs: dict) -> Iterator[Asked]:
-    """Every prediction ``episode`` asks of its members: each seat's, at each turn of another seat
-    that sent a move to the game (a retry sends none; a forfeit ends the match)."""
+def _check(episode: Episode, env, seat: str, action: str) -> None:
+    if env.agent_selection != seat or action not in env.legal_moves(seat):
+        raise RuntimeError(f"{episode.match_id}: the replay diverged from the match as played ({seat} {action})")
+
+
+def replayed(episode: Episode, game_kwargs: dict, moves: Sequence[tuple[str, str]]) -> Any:
+    """A fresh env of ``episode``'s match after its first ``moves`` (seat, move): each prediction
+    gets a match of its own, since PettingZoo's classic envs cannot be copied in the middle of one."""
     env = games.make(episode.game, **game_kwargs)
     env.reset(seed=episode.seed)
     _skip_dead(env)
-    for turn in episode.turns:
-        if turn.action is None:
-            continue
-        if env.agent_selection != turn.seat or turn.action not in env.legal_moves(turn.seat):
-            raise RuntimeError(f"{episode.match_id}: replay diverged at turn {turn.index}: not what was played")
-        legal = env.legal_moves(turn.seat)
-        for seat in env.agents:
-            if seat != turn.seat:
-                seed = derive_seed(episode.seed, turn.index, PROBE_SEEDS)
-                yield Asked(episode.members[seat], episode.game, copy.deepcopy(env), seat, legal, turn.action, seed)
-        env.step(env.action_of(turn.action))
+    for seat, move in moves:
+        _check(episode, env, seat, move)
+        env.step(env.action_of(move))
         _skip_dead(env)
+    return env
+
+
+def replay(episode: Episode, game_kwargs: dict) -> Iterator[Asked]:
+    """Every prediction ``episode`` asks of its members: each seat's, at each turn of another seat
+    that sent a move to the game (a retry sends none; a forfeit ends the match)."""
+    moves = [(t.seat, t.action, t.index) for t in episode.turns if t.action is not None]
+    for k, (mover, move, index) in enumerate(moves):
+        env = replayed(episode, game_kwargs, [m[:2] for m in moves[:k]])
+        _check(episode, env, mover, move)
+        legal = env.legal_moves(mover)
+        seed = derive_seed(episode.seed, index, PROBE_SEEDS)
+        for seat in env.agents:
+            if seat != mover:
+                yield Asked(episode.members[seat], episode.game, env, seat, legal, move, seed)
 
 
 def predicts(seat: SeatSpec) -> bool:

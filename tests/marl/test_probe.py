@@ -14,12 +14,14 @@ from marl.models import load_tiny
 from marl.probe import predicts, probe, replay
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.scripted import ScriptedPolicy
+from tests.games.helpers import finite_games
 
 GAME = "rock_paper_scissors"
 
 
 def seat(name: str, game: str = GAME) -> SeatSpec:
-    return SeatSpec(ScriptedPolicy(name, games.scripted_players(game)[name]), name)
+    """A scripted player by name (``random_``: another random player, for random against random)."""
+    return SeatSpec(ScriptedPolicy(name, games.scripted_players(game)[name.rstrip("_")]), name)
 
 
 def played(me: str, them: str, matches: int, game: str = GAME, **options) -> tuple[list, dict[str, SeatSpec]]:
@@ -55,8 +57,9 @@ def test_a_uniformly_random_opponent_is_predicted_at_chance():
     assert abs(metrics["probe/theory_of_mind/accuracy"] - 1 / 3) < 4 * sigma
 
 
-def test_replay_shows_each_seat_what_it_saw_in_play_and_asks_before_each_opponent_move():
-    episodes, _ = played("theory_of_mind", "cycle", 2)
+@pytest.mark.parametrize("game", finite_games())
+def test_replay_shows_each_seat_what_it_saw_in_play_and_asks_before_each_opponent_move(game):
+    episodes, _ = played("random", "random_", 2, game) if game != GAME else played("theory_of_mind", "cycle", 2)
     for episode in episodes:
         asked = list(replay(episode, {}))
         moves = [t for t in episode.turns if t.action is not None]
