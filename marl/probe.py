@@ -37,7 +37,7 @@ from marl.episode import Episode
 from marl.evaluate import move_probabilities
 from marl.evaluators import prefix
 from marl.hf import HFPolicy
-from marl.policy import Request, Sampling
+from marl.policy import Request
 from marl.rollout import SeatSpec
 from marl.scripted import ScriptedPolicy
 from roles import role_for
@@ -118,7 +118,7 @@ def question(asked: Asked, seat: SeatSpec) -> Request:
     observation = asked.env.observe(asked.agent)["prompt"]
     text = f"{observation}\n{QUESTION.format(moves=', '.join(asked.legal))}"
     role = role_for(asked.game, asked.agent, seat.compact)
-    return Request(role.messages(text), Sampling(seat.sampling.temperature), seat.adapter, asked.seed, asked.env, asked.agent)
+    return Request(role.messages(text), seat.sampling, seat.adapter, asked.seed, asked.env, asked.agent)
 
 
 def predictions(asked: Sequence[Asked], seats: dict[str, SeatSpec]) -> list[str]:
