@@ -27,6 +27,10 @@ from games.negotiation import HeuristicPlayer as NegotiationHeuristic
 from games.negotiation import SimpleNegotiation
 from games.openspiel_env import OpenSpielEnv, load_game
 from games.play import MatchResult, Player, RandomPlayer, play_match
+from games.rps import STRATEGIES as RPS_STRATEGIES
+from games.rps import FrequencyPlayer, RockPaperScissors
+from games.rps import StrategyPlayer as RPSStrategy
+from games.theory_of_mind import TheoryOfMindPlayer
 from games.pettingzoo_text import PettingZooTextEnv
 from games.textarena_env import TextArenaEnv
 from games.task_forge.rules import TaskForge
@@ -41,6 +45,7 @@ GAMES: dict[str, type[Rules]] = {
     "simple_negotiation": SimpleNegotiation,
     "task_forge": TaskForge,
     "taboo": Taboo,
+    "rock_paper_scissors": RockPaperScissors,
 }
 # PettingZoo classic envs with a renderer (any other Discrete-action env works with the fallback).
 PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
@@ -64,6 +69,10 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
     "simple_negotiation": {"random": RandomPlayer, "heuristic": NegotiationHeuristic},
     "task_forge": {"random": RandomPlayer, **FORGE_PLAYERS},  # each of the others fits one seat (its .seat)
     "taboo": {"random": RandomPlayer, "heuristic": TabooHeuristic},
+    "rock_paper_scissors": {
+        "random": RandomPlayer, "frequency": FrequencyPlayer, "theory_of_mind": TheoryOfMindPlayer,
+        **{name: (lambda name=name: RPSStrategy(name)) for name in RPS_STRATEGIES},
+    },
 }
 
 

@@ -126,6 +126,15 @@ class EvalConfig(Strict):
     )
 
 
+class ProbeConfig(Strict):
+    enabled: bool = Field(
+        False,
+        description="the theory-of-mind probe (marl.probe): every iteration, how often each member predicts its "
+        "opponent's next move, before it is made, logged as probe/<member>/accuracy beside probe/<member>/chance",
+    )
+    matches: int = Field(16, ge=1, description="the iteration's first N matches of games with a move list are probed")
+
+
 class ScheduleConfig(Strict):
     mode: Literal["sync", "async"] = Field(
         "sync",
@@ -193,6 +202,7 @@ class TrainConfig(Strict):
     pool: PoolConfig = PoolConfig()
     train: ScheduleConfig = Field(ScheduleConfig(), description="how rollouts and learning take turns: sync or async")
     log: LogConfig = Field(LogConfig(), description="where metrics go besides events.jsonl")
+    probe: ProbeConfig = Field(ProbeConfig(), description="the theory-of-mind probe: predicting the opponent's next move")
 
     @field_validator("model")
     @classmethod

@@ -64,6 +64,7 @@ from marl.learner import TrainSample, load_weights, trainable_weights
 from marl.learners import Learners
 from marl.members import Member
 from marl.planners import PopulationPlan, SelfPlay
+from marl.probe import Probe
 from marl.pools import Job, LearnerLost, LocalPool, RayPool, TeamLearners
 from marl.credit import anneal, task_filter
 from marl.roster import build_roster, initial_hparams, optim_settings
@@ -104,6 +105,7 @@ class Trainer:
                 self.evolution.snapshot(name, 0, "initial")
         self.evaluation = evaluation(next(iter(config.games)))(self)
         self.measures = measures(config.games)
+        self.probe = Probe(config.probe.matches) if config.probe.enabled else None
 
     def _planner(self):
         config = self.config
@@ -213,6 +215,8 @@ class Trainer:
         write_jsonl(self.run_dir / "episodes" / f"iter_{iteration:06d}.jsonl", episodes)
         for measure in self.measures:
             metrics.update(measure(self))
+        if self.probe is not None:
+            metrics.update(self.probe(self, episodes))
         if isinstance(self.evaluation, Opponents):
             self.evaluation.remember(iteration)
         return metrics

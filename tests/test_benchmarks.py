@@ -259,3 +259,14 @@ def test_learning_offline_reports_sft_dpo_and_ppo_from_the_same_start():
     assert report["ppo"]["initial"] == report["sft"]["initial"] == report["dpo"]["initial"] > 0, "same seeds, same start"
     for name in ("ppo", "sft", "dpo"):
         assert report[name]["final"] >= 0 and 0 <= report[name]["per_seed_win_rate_vs_always_bet"][0] <= 1
+
+
+def test_theory_of_mind_reports_every_pairing_its_baselines_and_the_model_backed_player():
+    report = json.loads(run_benchmark("theory_of_mind.py", "--smoke").strip().splitlines()[-1])
+    opponents = {"always_rock", "always_paper", "always_scissors", "copycat", "beat_last", "cycle", "random"}
+    assert set(report["return"]) == set(report["probe_accuracy"]) == opponents
+    assert all(set(row) == {"theory_of_mind", "frequency", "random"} for row in report["return"].values())
+    assert 0 <= min(report["probe_accuracy"].values()) <= max(report["probe_accuracy"].values()) <= 1
+    backed = report["model_backed"]
+    assert backed["model"] == "tiny" and {"with_hypotheses", "plain"} <= set(backed)
+    assert 0 <= backed["with_hypotheses"]["probe_accuracy"] <= 1
