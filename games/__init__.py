@@ -33,6 +33,8 @@ from games.task_forge.rules import TaskForge
 from games.tictactoe import MinimaxPlayer, TicTacToe
 from games.taboo import HeuristicPlayer as TabooHeuristic
 from games.taboo import Taboo
+from games.reference import HeuristicPlayer as ReferenceHeuristic
+from games.reference import ReferenceGame
 
 GAMES: dict[str, type[Rules]] = {
     "tictactoe": TicTacToe,
@@ -41,6 +43,7 @@ GAMES: dict[str, type[Rules]] = {
     "simple_negotiation": SimpleNegotiation,
     "task_forge": TaskForge,
     "taboo": Taboo,
+    "reference_game": ReferenceGame,
 }
 # PettingZoo classic envs with a renderer (any other Discrete-action env works with the fallback).
 PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
@@ -64,6 +67,7 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
     "simple_negotiation": {"random": RandomPlayer, "heuristic": NegotiationHeuristic},
     "task_forge": {"random": RandomPlayer, **FORGE_PLAYERS},  # each of the others fits one seat (its .seat)
     "taboo": {"random": RandomPlayer, "heuristic": TabooHeuristic},
+    "reference_game": {"random": RandomPlayer, "heuristic": ReferenceHeuristic},
 }
 
 
