@@ -37,6 +37,8 @@ from games.task_forge.rules import TaskForge
 from games.tictactoe import MinimaxPlayer, TicTacToe
 from games.taboo import HeuristicPlayer as TabooHeuristic
 from games.taboo import Taboo
+from games.reference import HeuristicPlayer as ReferenceHeuristic
+from games.reference import ReferenceGame
 
 GAMES: dict[str, type[Rules]] = {
     "tictactoe": TicTacToe,
@@ -46,6 +48,7 @@ GAMES: dict[str, type[Rules]] = {
     "task_forge": TaskForge,
     "taboo": Taboo,
     "rock_paper_scissors": RockPaperScissors,
+    "reference_game": ReferenceGame,
 }
 # PettingZoo classic envs with a renderer (any other Discrete-action env works with the fallback).
 PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
@@ -73,6 +76,7 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
         "random": RandomPlayer, "frequency": FrequencyPlayer, "theory_of_mind": TheoryOfMindPlayer,
         **{name: (lambda name=name: RPSStrategy(name)) for name in RPS_STRATEGIES},
     },
+    "reference_game": {"random": RandomPlayer, "heuristic": ReferenceHeuristic},
 }
 
 

@@ -122,6 +122,7 @@ FREE_TEXT_PLAYERS: dict[str, Callable[[], Player]] = {
     **{f"graph/{name}": GraphTurns for name in BUILTIN},
     "simple_negotiation": NegotiationMoves,
     "taboo": RandomPlayer,  # its sampler writes moves exactly
+    "reference_game": RandomPlayer,
     "textarena/KuhnPoker-v0": lambda: OfferedMoves("Your available actions are:"),
     "textarena/TicTacToe-v0": lambda: OfferedMoves("Available Moves:"),
     "textarena/SimpleNegotiation-v0": TextArenaTrades,
