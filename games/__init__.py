@@ -23,6 +23,8 @@ from games.task_forge.players import FORGE_PLAYERS
 from games.kuhn import KuhnPoker, StrategyPlayer
 from games.leduc import HeuristicPlayer as LeducHeuristic
 from games.leduc import LeducHoldem
+from games.maze import HeuristicPlayer as MazeHeuristic
+from games.maze import Maze
 from games.negotiation import HeuristicPlayer as NegotiationHeuristic
 from games.negotiation import SimpleNegotiation
 from games.openspiel_env import OpenSpielEnv, load_game
@@ -38,6 +40,7 @@ GAMES: dict[str, type[Rules]] = {
     "leduc_holdem": LeducHoldem,
     "simple_negotiation": SimpleNegotiation,
     "task_forge": TaskForge,
+    "maze": Maze,
 }
 # PettingZoo classic envs with a renderer (any other Discrete-action env works with the fallback).
 PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
@@ -60,6 +63,7 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
     "leduc_holdem": {"random": RandomPlayer, "heuristic": LeducHeuristic},
     "simple_negotiation": {"random": RandomPlayer, "heuristic": NegotiationHeuristic},
     "task_forge": {"random": RandomPlayer, **FORGE_PLAYERS},  # each of the others fits one seat (its .seat)
+    "maze": {"random": RandomPlayer, "heuristic": MazeHeuristic, "silent": lambda: MazeHeuristic(talk=False)},
 }
 
 

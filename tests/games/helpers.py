@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 import games
+from games.maze import HeuristicPlayer as MazeHeuristic
 from games.play import Player, RandomPlayer
 from games.task_forge.families import FAMILIES, generate, normalize_answer
 from games.task_forge.players import submission
@@ -121,6 +122,7 @@ class GraphTurns:
 FREE_TEXT_PLAYERS: dict[str, Callable[[], Player]] = {
     **{f"graph/{name}": GraphTurns for name in BUILTIN},
     "simple_negotiation": NegotiationMoves,
+    "maze": MazeHeuristic,  # its moves and messages are all exactly written
     "textarena/KuhnPoker-v0": lambda: OfferedMoves("Your available actions are:"),
     "textarena/TicTacToe-v0": lambda: OfferedMoves("Available Moves:"),
     "textarena/SimpleNegotiation-v0": TextArenaTrades,
