@@ -23,6 +23,8 @@ from games.task_forge.players import FORGE_PLAYERS
 from games.kuhn import KuhnPoker, StrategyPlayer
 from games.leduc import HeuristicPlayer as LeducHeuristic
 from games.leduc import LeducHoldem
+from games.maze import HeuristicPlayer as MazeHeuristic
+from games.maze import Maze
 from games.negotiation import HeuristicPlayer as NegotiationHeuristic
 from games.negotiation import SimpleNegotiation
 from games.openspiel_env import OpenSpielEnv, load_game
@@ -49,6 +51,7 @@ GAMES: dict[str, type[Rules]] = {
     "taboo": Taboo,
     "rock_paper_scissors": RockPaperScissors,
     "reference_game": ReferenceGame,
+    "maze": Maze,
 }
 # PettingZoo classic envs with a renderer (any other Discrete-action env works with the fallback).
 PETTINGZOO_GAMES = ("classic/connect_four-v3", "classic/rps-v2", "classic/leduc_holdem-v4")
@@ -77,6 +80,7 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
         **{name: (lambda name=name: RPSStrategy(name)) for name in RPS_STRATEGIES},
     },
     "reference_game": {"random": RandomPlayer, "heuristic": ReferenceHeuristic},
+    "maze": {"random": RandomPlayer, "heuristic": MazeHeuristic, "silent": lambda: MazeHeuristic(talk=False)},
 }
 
 

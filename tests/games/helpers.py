@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 import games
+from games.maze import HeuristicPlayer as MazeHeuristic
 from games.play import Player, RandomPlayer
 from games.task_forge.families import FAMILIES, generate, normalize_answer
 from games.task_forge.players import submission
@@ -123,6 +124,7 @@ FREE_TEXT_PLAYERS: dict[str, Callable[[], Player]] = {
     "simple_negotiation": NegotiationMoves,
     "taboo": RandomPlayer,  # its sampler writes moves exactly
     "reference_game": RandomPlayer,
+    "maze": MazeHeuristic,  # its moves and messages are all exactly written
     "textarena/KuhnPoker-v0": lambda: OfferedMoves("Your available actions are:"),
     "textarena/TicTacToe-v0": lambda: OfferedMoves("Available Moves:"),
     "textarena/SimpleNegotiation-v0": TextArenaTrades,
