@@ -48,7 +48,7 @@ test: install
 BENCHMARKS := env_speed.py rollout_speed.py decode_ops.py learner_speed.py pool_overhead.py "learning_kuhn.py --seeds 0 1" \
 	"population_emergence.py --seeds 0 1" population_overhead.py coevolution_curricula.py population_memory.py \
 	async_speed.py learning_async.py "learning_leduc.py --seeds 0 1" "learning_rae.py --seeds 0 1 2" "learning_offline.py --seeds 0 1" \
-	"theory_of_mind.py --model tiny --model-matches 8"
+	"theory_of_mind.py --model tiny --model-matches 8" collaboration.py
 
 bench: install
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b"; $(BIN)/python benchmarks/$$b || exit 1; done

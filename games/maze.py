@@ -1,6 +1,6 @@
 """Collaborative maze: two seats steer one token to a goal, each seeing only half of what it needs.
 
-| Creation      | ``games.make("maze")``, or ``games.make("maze", size=7, density=0.35, turns=30)`` |
+| Creation      | ``games.make("maze")``, or ``games.make("maze", size=7, density=0.35, turns=30, split=False)`` |
 |---------------|-----------------------------------------------------------------------------|
 | Seats         | ``player_0`` (the mapper: sees the walls, not the goal), ``player_1`` (the finder: sees the goal, not the walls) |
 | Moves         | free text (``Text`` action space), read as ``up``/``down``/``left``/``right`` (or north/south/west/east) or ``say: <message>`` |
@@ -15,8 +15,10 @@ route to the goal: the mapper cannot tell where to go, the finder cannot see wha
 only messages close the collaboration gap (``benchmarks/collaboration.py`` measures it).
 
 Difficulty is the options: ``size`` (the grid's side), ``density`` (the chance a cell is a wall)
-and ``turns`` (the step limit). Every maze is drawn from the match's seed and redrawn until the goal
-is reachable from the start.
+and ``turns`` (the step limit); a run sets them in ``[game_options.maze]``. Every maze is drawn from
+the match's seed and redrawn until the goal is reachable from the start. ``split=False`` is the solo
+baseline of the collaboration gap: every seat sees the walls and the goal, so either one alone can
+solve the maze with the same turns.
 
 Cells are named like a chessboard: column letter, then row number from the top (``b3``).
 
@@ -45,9 +47,10 @@ _DIRECTION = re.compile(r"(?<!\w)(" + "|".join([*STEPS, *(s for s in SYNONYMS if
 RULES_TEXT = " ".join("""You and a partner steer one token through a grid maze to a goal. Cells are named by column
 letter and row number from the top, like b3. You take turns; on your turn either move the token one
 cell (up, down, left or right) or send your partner a message ("say: <message>"). Each turn, move or
-message, uses one of the shared turns. One of you sees the walls but not the goal, the other sees the
-goal but not the walls. A move into a wall or off the grid leaves the token where it is. You both earn
+message, uses one of the shared turns. {halves} A move into a wall or off the grid leaves the token where it is. You both earn
 1 when the token reaches the goal before the turns run out, otherwise 0.""".split())  # one paragraph: terminals and chat templates wrap it
+HALVES = {True: "One of you sees the walls but not the goal, the other sees the goal but not the walls.",
+          False: "You both see the walls and the goal."}  # fmt: skip
 
 Cell = tuple[int, int]  # (x, y): column, row from the top
 
@@ -101,9 +104,11 @@ def read_move(text: str, lenient: bool = False) -> str | None:
 class Maze(Rules):
     info = GameInfo("maze", 1, ("player_0", "player_1"), False, -1.0, 1.0, 15)
     moves = None
-    rules_text = RULES_TEXT
+    rules_text = RULES_TEXT.format(halves=HALVES[True])
 
-    def __init__(self, rng: np.random.Generator, size: int = 5, density: float = 0.3, turns: int | None = None):
+    def __init__(
+        self, rng: np.random.Generator, size: int = 5, density: float = 0.3, turns: int | None = None, split: bool = True
+    ):
         if not SIZE_RANGE[0] <= size <= SIZE_RANGE[1]:
             raise ValueError(f"size must be in [{SIZE_RANGE[0]}, {SIZE_RANGE[1]}], got {size}")
         if not 0.0 <= density < 1.0:
@@ -112,7 +117,8 @@ class Maze(Rules):
         if turns < 1:
             raise ValueError(f"turns must be at least 1, got {turns}")
         self.info = replace(Maze.info, max_turns=turns)
-        self.size, self.turns = size, turns
+        self.size, self.turns, self.split = size, turns, split
+        self.rules_text = RULES_TEXT.format(halves=HALVES[split])
         self.walls, self.start, self.goal = draw_maze(rng, size, density)
         self.token = self.start
         self.history: list[tuple[int, str, str]] = []  # (seat, move, what happened)
@@ -150,10 +156,12 @@ class Maze(Rules):
         return [0.0, 0.0]
 
     def own_half(self, seat: int) -> str:
-        """What only this seat sees: the wall map (mapper) or the goal (finder)."""
-        if seat == 1:
-            return f"You are the finder. The goal is at {cell_name(self.goal)}. You cannot see the walls."
-        rows = ["You are the mapper. You see the walls (#) but not the goal. Map:", "   " + " ".join("abcdefghijkl"[: self.size])]
+        """What only this seat sees: the wall map (mapper) or the goal (finder); unsplit, both."""
+        goal = f"The goal is at {cell_name(self.goal)}."
+        if seat == 1 and self.split:
+            return f"You are the finder. {goal} You cannot see the walls."
+        who = "You are the mapper. You see the walls (#) but not the goal." if self.split else f"You see the walls (#). {goal}"
+        rows = [f"{who} Map:", "   " + " ".join("abcdefghijkl"[: self.size])]
         for y in range(self.size):
             marks = ("@" if (x, y) == self.token else "#" if (x, y) in self.walls else "." for x in range(self.size))
             rows.append(f"{y + 1:>2} " + " ".join(marks))
@@ -194,7 +202,7 @@ _WALLS_SAID = re.compile(r"walls?(?: at)?:?((?:\s*,?\s*[a-l]\d{1,2})*|\s*none)")
 
 def _known_walls(rules: Maze, seat: int) -> frozenset[Cell] | None:
     """The walls this seat knows: its own half, or what its partner said, or None."""
-    if seat == 0:
+    if seat == 0 or not rules.split:
         return rules.walls
     for s, move, _ in rules.history:
         found = _WALLS_SAID.search(move) if s != seat else None
@@ -204,7 +212,7 @@ def _known_walls(rules: Maze, seat: int) -> frozenset[Cell] | None:
 
 
 def _known_goal(rules: Maze, seat: int) -> Cell | None:
-    if seat == 1:
+    if seat == 1 or not rules.split:
         return rules.goal
     for s, move, _ in rules.history:
         found = _GOAL_SAID.search(move) if s != seat else None
@@ -238,7 +246,7 @@ class HeuristicPlayer:
     def act(self, env, agent: str, rng: np.random.Generator) -> str:
         rules: Maze = env.unwrapped.rules
         seat = env.possible_agents.index(agent)
-        if self.talk and not any(s == seat and m.startswith("say:") for s, m, _ in rules.history):
+        if self.talk and rules.split and not any(s == seat and m.startswith("say:") for s, m, _ in rules.history):
             if seat == 1:
                 return f"say: goal at {cell_name(rules.goal)}"
             return "say: walls at " + (", ".join(sorted(map(cell_name, rules.walls))) or "none")

@@ -11,7 +11,7 @@ import importlib.util
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -193,6 +193,9 @@ class TrainConfig(Strict):
     )
     mode: Literal["generate", "choose"] = Field("generate", description="generate: free text, parsed; choose: forced choice")
     games: dict[str, float] = Field({"kuhn_poker": 1.0}, description="game -> sampling weight")
+    game_options: dict[str, dict[str, Any]] = Field(
+        {}, description="game -> the options it is made with, its difficulty knobs (e.g. maze = { size = 7, density = 0.35 })"
+    )
     checkpoint_every: int = Field(10, ge=1, description="checkpoint every N iterations (and at exit)")
     rollout: RolloutConfig = RolloutConfig()
     advantage: AdvantageConfig = AdvantageConfig()
@@ -228,6 +231,18 @@ class TrainConfig(Strict):
         if not value or any(w <= 0 for w in value.values()):
             raise ValueError("give at least one game, each with a positive weight")
         return value
+
+    @model_validator(mode="after")
+    def _game_options_make_their_games(self) -> TrainConfig:
+        """Options are checked by making the game with them, so a wrong knob fails at load, not in a worker."""
+        for game, options in self.game_options.items():
+            if game not in self.games:
+                raise ValueError(f"game_options: {game} is not one of the run's games ({', '.join(self.games)})")
+            try:
+                games.make(game, **options)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"game_options.{game}: {error}") from None
+        return self
 
     @model_validator(mode="after")
     def _eval_opponents_exist(self) -> TrainConfig:

@@ -179,7 +179,8 @@ class Opponents:
                 specs = []
                 for m in range(trainer.config.eval.matches):
                     order = seats if m % 2 == 0 else seats[::-1]
-                    specs.append(MatchSpec(game, derive_seed(trainer.config.seed, iteration, EVAL_SEEDS + m), {order[0]: me, order[1]: them}))
+                    seed, kwargs = derive_seed(trainer.config.seed, iteration, EVAL_SEEDS + m), trainer.config.game_kwargs(game)
+                    specs.append(MatchSpec(game, seed, {order[0]: me, order[1]: them}, game_kwargs=kwargs))
                 for k, v in results_against(trainer.engine.play(specs), me.member).items():
                     out[f"eval/{game}/{name}/{k}"] = v
         return out

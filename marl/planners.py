@@ -41,15 +41,21 @@ class SelfPlay:
 
 
 class PopulationPlan:
-    def __init__(self, population: Population, matches: int, eval_matches: int, weights: dict[str, float]):
+    def __init__(
+        self, population: Population, matches: int, eval_matches: int, weights: dict[str, float], kwargs: dict[str, dict]
+    ):
+        """``kwargs``: what each game is made with beyond its name (its ``game_options``)."""
         self.population, self.matches, self.eval_matches, self.weights = population, matches, eval_matches, weights
-        self.seats = seats_of(list(weights))
+        self.seats, self.kwargs = seats_of(list(weights)), kwargs
 
     def plan(self, iteration: int) -> Plans:
         pop = self.population
         plans = pop.plans(iteration, self.matches, self.weights, self.seats)
-        return plans, pop.evaluation_plans(iteration, self.eval_matches, self.weights, self.seats)
+        return self._made(plans), self._made(pop.evaluation_plans(iteration, self.eval_matches, self.weights, self.seats))
 
     def meetings(self, iteration: int, matches: int) -> list[MatchPlan]:
         """Matches for the meta-game's pairs that have never met (a new PSRO snapshot's)."""
-        return self.population.meeting_plans(iteration, matches, self.weights, self.seats)
+        return self._made(self.population.meeting_plans(iteration, matches, self.weights, self.seats))
+
+    def _made(self, plans: list[MatchPlan]) -> list[MatchPlan]:
+        return [p._replace(game_kwargs=self.kwargs[p.game] or None) for p in plans]

@@ -118,9 +118,9 @@ class Trainer:
             return RolePopulations(
                 populations, teams, learners, config.seed, config.rollout.matches, game, kwargs, spec and node_of_seat(spec)
             )
-        if self.population is not None:
-            return PopulationPlan(self.population, config.rollout.matches, config.population.eval_matches, config.games)
         kwargs = {game: config.game_kwargs(game) for game in config.games}
+        if self.population is not None:
+            return PopulationPlan(self.population, config.rollout.matches, config.population.eval_matches, config.games, kwargs)
         return SelfPlay(config.seed, config.rollout.matches, config.games, next(iter(self.members)), kwargs)
 
     def _pool(self) -> tuple[LocalPool | RayPool, dict]:

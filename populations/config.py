@@ -199,9 +199,10 @@ class RunConfig(TrainConfig):
         return builtin(game.removeprefix("graph/")) if game and game.startswith("graph/") else None
 
     def game_kwargs(self, game: str) -> dict:
-        """What a worker needs to make ``game`` beyond its name: a custom graph's spec, and where a
+        """What a worker needs to make ``game`` beyond its name: its ``game_options``, a custom graph's spec, and where a
         graph runs players' code (Python, a written task's program), what ``[forge]`` sets for it."""
         kwargs = {"spec": self.graph.model_dump()} if game == f"graph/{CUSTOM}" else {}
+        kwargs |= self.game_options.get(game, {})
         spec = self.graph_spec if game.startswith("graph/") else None
         if spec is not None and spec.runs_code():
             kwargs |= {"sandbox": self.forge.sandbox, "limits": self.forge.limits()}

@@ -270,3 +270,12 @@ def test_theory_of_mind_reports_every_pairing_its_baselines_and_the_model_backed
     backed = report["model_backed"]
     assert backed["model"] == "tiny" and {"with_hypotheses", "plain"} <= set(backed)
     assert 0 <= backed["with_hypotheses"]["probe_accuracy"] <= 1
+
+
+def test_collaboration_reports_solo_pair_silent_and_random_on_the_same_mazes():
+    report = json.loads(run_benchmark("collaboration.py", "--smoke").strip().splitlines()[-1])
+    assert report["matches"] == 10 and len(report["levels"]) >= 3
+    for row in report["levels"]:
+        assert all(0 <= row[name] <= 1 for name in ("solo", "pair", "silent", "random"))
+        assert row["gap"] == pytest.approx(row["solo"] - row["pair"]) and row["talk_gain"] == pytest.approx(row["pair"] - row["silent"])
+    assert report["ratio_pair_to_silent"] > 1

@@ -82,3 +82,27 @@ def test_eval_opponents_may_be_scripted_players_of_any_configured_game():
 def test_an_unknown_population_opponent_lists_the_choices():
     with pytest.raises(ConfigError, match="population.opponents.*'gto'.*never_bluff"):
         load_run_config(EXAMPLES / "kuhn_population.toml", ['population.opponents=["gto"]'])
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("game_options.maze.density=1.5", r"game_options.maze: density must be in \[0, 1\)"),
+        ("game_options.maze.walls=3", r"game_options.maze: .*unexpected keyword argument 'walls'"),
+        ("game_options.kuhn_poker.rounds=2", "game_options: kuhn_poker is not one of the run's games"),
+    ],
+)
+def test_a_wrong_game_option_names_its_game_and_knob(change, message):
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(EXAMPLES / "maze_tiny.toml", [change])
+
+
+def test_a_population_run_makes_its_games_with_their_options():
+    from marl.planners import PopulationPlan
+    from populations.population import Population
+
+    config = load_run_config(EXAMPLES / "kuhn_population.toml", ["games:={maze=1.0}", "game_options.maze.size=3", 'mode="generate"', "eval.opponents=[]"])
+    population = Population(config.population, "tiny", {}, config.seed)
+    assert config.game_kwargs("maze") == {"size": 3}
+    plans, evaluation = PopulationPlan(population, 4, 2, config.games, {"maze": config.game_kwargs("maze")}).plan(1)
+    assert len(plans) == 4 and all(p.game_kwargs == {"size": 3} for p in [*plans, *evaluation])
