@@ -257,8 +257,21 @@ def test_learning_offline_reports_sft_dpo_and_ppo_from_the_same_start():
     stdout = run_benchmark("learning_offline.py", "--quick")
     report = json.loads(stdout.strip().splitlines()[-1])
     assert report["ppo"]["initial"] == report["sft"]["initial"] == report["dpo"]["initial"] > 0, "same seeds, same start"
+    assert report["ppo"]["initial_value_vs_always_bet"] == report["sft"]["initial_value_vs_always_bet"]
     for name in ("ppo", "sft", "dpo"):
         assert report[name]["final"] >= 0 and 0 <= report[name]["per_seed_win_rate_vs_always_bet"][0] <= 1
+        assert -2 <= report[name]["final_value_vs_always_bet"] <= 2
+
+
+def test_the_value_against_always_bet_is_exact_for_known_strategies(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from learning_offline import value_vs_always_bet
+
+    from games import kuhn_analysis
+
+    assert value_vs_always_bet(kuhn_analysis.always_bet()) == 0  # a mirror match
+    assert value_vs_always_bet(kuhn_analysis.nash()) == pytest.approx(1 / 9)  # by hand, in either seat: (2/3) / 6
+    assert value_vs_always_bet(kuhn_analysis.always_fold()) < 0
 
 
 def test_theory_of_mind_reports_every_pairing_its_baselines_and_the_model_backed_player():
