@@ -22,7 +22,8 @@ import ray
 import torch
 
 from marl.members import named_players
-from marl.pools import LocalPool, MatchPlan, PoolConfig, RayPool, Resources
+from marl.config import PoolConfig, Resources
+from marl.pools import LocalPool, MatchPlan, RayPool
 
 
 def plans(n: int) -> list[MatchPlan]:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from peft import LoraConfig
 
 import games
 from games.play import derive_seed
 from games.task_forge.players import FORGE_PLAYERS
+from marl.config import RolloutConfig, TrainConfig
 from marl.device import host_copy, resolve_device, resolve_dtype
 from marl.hf import HFPolicy
 from marl.learner import load_weights, trainable_weights
@@ -29,9 +30,6 @@ from marl.models import load_hf, load_smollm2, load_tiny
 from marl.policy import Sampling
 from marl.rollout import SeatSpec
 from marl.scripted import ScriptedPolicy
-
-if TYPE_CHECKING:
-    from marl.config import TrainConfig
 
 MEMBER = "policy"  # the one trained player of a plain self-play run, on every turn it plays
 PLAYER = "player"  # the role of a seat game's members: they play every seat
@@ -140,8 +138,6 @@ def load_player_state(seat: SeatSpec, state: Any) -> None:
 def named_players(game: str, names: list[str], mode: str = "generate") -> dict[str, Member]:
     """Players by name (``marl.players``: embedded models at their defaults, scripted players) as
     fixed members of any pool; a model plays with compact prompts when it chooses."""
-    from marl.config import RolloutConfig, TrainConfig  # the config imports the pools, which import this
-
     players = {}
     for name in names:
         if name in games.scripted_players(game):

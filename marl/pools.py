@@ -31,10 +31,9 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from marl.config import PoolConfig, Resources
 from marl.dispatch import Queue, Ticket
 from marl.episode import Episode
 from marl.learner import TrainSample
@@ -43,42 +42,6 @@ from marl.members import Bases, Recipe, build_seat, drop_seat, load_player_state
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 
 RESTART_WAIT_S = 120  # how long to wait for Ray to restart a lost actor
-
-
-class Resources(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    cpus: float = Field(1.0, gt=0, description="CPUs per actor")
-    gpus: float = Field(0.0, ge=0, description="GPUs per actor; fractions in (0, 1) share a device")
-
-
-class PoolConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["local", "ray"] = Field("local", description="local: this process; ray: Ray actors")
-    address: str | None = Field(
-        None, description="join this Ray cluster ('auto', 'host:6379', 'ray://host:10001'); unset = start a local Ray"
-    )
-    num_cpus: int | None = Field(
-        None, ge=1,
-        description="CPUs of a local Ray (default: the machine's, or as many as the pool's actors ask for if more: "
-        "in sync training the learner and the rollout workers take turns, so they never compete for the cores)",
-    )  # fmt: skip
-    num_gpus: float | None = Field(
-        None, ge=0, description="GPUs of a local Ray (default: the machine's); logical ones schedule on a CPU box"
-    )
-    rollout_workers: int = Field(2, ge=1, description="rollout actors sharing each iteration's matches")
-    batch_matches: int = Field(
-        0, ge=0,
-        description="matches handed to a rollout worker at a time, the next batch to whichever worker frees up first "
-        "(ROLL Flash's queue scheduling: a slow worker or a long match stalls no one); 0 = two batches per worker",
-    )  # fmt: skip
-    rollout: Resources = Field(Resources(), description="per rollout worker")
-    learner: Resources = Field(Resources(), description="per learner (one per trained role)")
-    strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
-        "PACK", description="placement of the role's bundles: PACK colocates, SPREAD spreads over nodes"
-    )
-    max_restarts: int = Field(3, ge=0, description="times Ray restarts a dead actor")
 
 
 class MatchPlan(NamedTuple):

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -41,9 +41,6 @@ from marl.policy import Request
 from marl.rollout import SeatSpec
 from marl.scripted import ScriptedPolicy
 from roles import role_for
-
-if TYPE_CHECKING:
-    from marl.train import Trainer
 
 PROBE_SEEDS = 7 * 10**6  # a prediction's draws are apart from play's: the opponent's own seed would foretell its draw
 QUESTION = "Your opponent moves next; its legal moves: {moves}. Which move will your opponent make?"
@@ -168,7 +165,11 @@ class Probe:
     def __init__(self, matches: int):
         self.matches = matches
 
-    def __call__(self, trainer: Trainer, episodes: Sequence[Episode]) -> dict[str, float]:
+    def __call__(
+        self, episodes: Sequence[Episode], players: Callable[[set[str]], dict[str, Any]], game_kwargs: Callable[[str], dict]
+    ) -> dict[str, float]:
+        """``players(names)``: the run's members by name (each with its ``seat``); ``game_kwargs(game)``:
+        what the run makes ``game`` with."""
         chosen = [ep for ep in episodes if probed(ep.game)][: self.matches]
-        players = trainer.players({name for ep in chosen for name in ep.members.values()})
-        return probe(chosen, {name: player.seat for name, player in players.items()}, trainer.config.game_kwargs)
+        members = players({name for ep in chosen for name in ep.members.values()})
+        return probe(chosen, {name: member.seat for name, member in members.items()}, game_kwargs)

@@ -216,7 +216,7 @@ class Trainer:
         for measure in self.measures:
             metrics.update(measure(self))
         if self.probe is not None:
-            metrics.update(self.probe(self, episodes))
+            metrics.update(self.probe(episodes, self.players, self.config.game_kwargs))
         if isinstance(self.evaluation, Opponents):
             self.evaluation.remember(iteration)
         return metrics

@@ -2,10 +2,11 @@ import os
 
 from hypothesis import settings
 
-# Under pytest-xdist (`make test`) each core runs a worker: one torch thread each, or the workers'
-# thread pools fight over the same cores. Set before any test imports torch.
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+# One torch thread per test process (and the runs it starts), set before any test imports torch:
+# under pytest-xdist (`make test`) each core runs a worker, whose thread pools would fight over the
+# same cores; and two threads split a gradient's float sums differently from one run to the next,
+# so the resume tests (a killed run equals an unbroken one, byte for byte) hold only with one.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # No deadlines: CI's 2-core machines are slow and noisy; examples are bounded instead.
 settings.register_profile("default", deadline=None, max_examples=100)

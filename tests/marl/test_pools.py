@@ -16,7 +16,8 @@ from marl.config import load_config
 from marl.learners import LearnerSpec
 from marl.members import Recipe, named_players
 from marl.dispatch import Queue
-from marl.pools import Job, LocalPool, MatchPlan, PoolConfig, PoolDoesNotFit, RayPool, Resources, TeamLearners, _local_cpus
+from marl.config import PoolConfig, Resources
+from marl.pools import Job, LocalPool, MatchPlan, PoolDoesNotFit, RayPool, TeamLearners, _local_cpus
 from marl.train import Trainer
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
