@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from marl.config import TrainConfig, load_config
-from marl.train import Trainer
+from coevo.train import Trainer
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 RAY = ["pool.kind='ray'", "pool.rollout_workers=2"]

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from marl.config import load_config
-from marl.train import Trainer
-from populations.config import RunConfig
+from coevo.train import Trainer
+from coevo.config import RunConfig
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "task_forge_scripted.toml"
 CURRICULA = ("uniform", "alp_gmm", "sec", "staircase", "paired")

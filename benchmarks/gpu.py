@@ -55,7 +55,7 @@ from marl.hf import HFPolicy
 from marl.learner import Learner, OptimConfig, TrainSample
 from marl.models import TINY_CONFIG, byte_tokenizer
 from marl.policy import Request, Sampling
-from marl.train import Trainer
+from coevo.train import Trainer
 
 ROOT = Path(__file__).parent
 SHAPES = {"smollm2-135m": ROOT / "configs" / "smollm2_135m.json", "qwen2-1.5b": ROOT / "configs" / "qwen2_1_5b.json"}

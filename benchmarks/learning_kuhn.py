@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from marl.config import load_config
-from marl.train import Trainer
+from coevo.train import Trainer
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 CONFIGS = {"rae": EXAMPLES / "kuhn_tiny.toml", "reinforce": EXAMPLES / "kuhn_tiny_reinforce.toml"}

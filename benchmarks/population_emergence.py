@@ -52,9 +52,9 @@ from pathlib import Path
 
 import tomli_w
 
-from populations.config import load_run_config
-from populations.distill import distill_run
-from populations.sweep import run_sweep
+from coevo.config import load_run_config
+from coevo.distill import distill_run
+from coevo.sweep import run_sweep
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 ORACLES = {"population.oracle.start": "initial", "population.oracle.plateau": 2}

@@ -33,9 +33,9 @@ from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.pools import PoolDoesNotFit
 from marl.rundir import OldCheckpoint, RunDirBusy
 from marl.scripted import HumanPolicy
-from marl.train import Trainer
-from populations.config import RunConfig, load_run_config
-from populations.sweep import expand, load_sweep, run_sweep
+from coevo.train import Trainer
+from coevo.config import RunConfig, load_run_config
+from coevo.sweep import expand, load_sweep, run_sweep
 from populations.tournament import round_robin, standings
 from roles.rewards import forge_rewards
 from roles.seat import InvalidMoves
@@ -439,7 +439,7 @@ def distill(
     meta-strategy mixture, or a learner's average policy (every policy it held, reach-weighted:
     what converges when the last one cycles); print the exploitability of that target, the
     learner's last policy and the distilled model as one JSON line."""
-    from populations.distill import CannotDistill, distill_run
+    from coevo.distill import CannotDistill, distill_run
 
     if not is_run_dir(run_dir) or checkpoint_iteration(run_dir) is None:
         raise typer.BadParameter(f"{run_dir} is not a run directory with a checkpoint; give one coevo train wrote", param_hint="RUN_DIR")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from populations.sweep import run_sweep
+from coevo.sweep import run_sweep
 
 HERE = Path(__file__).parent
 

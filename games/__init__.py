@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import importlib.util
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pettingzoo import AECEnv
 
@@ -84,20 +85,45 @@ SCRIPTED_PLAYERS: dict[str, dict[str, Callable[[], Player]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Family:
+    """Games a package above this one makes under a name prefix: ``graph/<name>``, the
+    orchestration graphs that ``roles`` composes from roles and registers when imported, so that
+    the rules here never import the layer built on them."""
+
+    make: Callable[..., AECEnv]  # the name after the prefix, and the env's options
+    names: tuple[str, ...]  # what ``list`` shows
+    players: dict[str, Callable[[], Player]]  # scripted players for any of its games, besides random
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(prefix: str, family: Family) -> None:
+    """Make ``prefix<name>`` a game: ``games.register("graph/", Family(...))`` (roles/__init__.py)."""
+    FAMILIES[prefix] = family
+
+
+def family_of(name: str) -> tuple[str, Family] | None:
+    """The registered prefix and family a game name falls under, if any."""
+    return next(((prefix, f) for prefix, f in FAMILIES.items() if name.startswith(prefix)), None)
+
+
 def make(name: str, **kwargs) -> AECEnv:
     """A game by name: one of ours, ``textarena/<id>``, ``openspiel/<game string>`` like
-    ``openspiel/liars_dice(numdice=1)``, ``graph/<built-in graph>`` like ``graph/malt``, or any
-    PettingZoo id like ``classic/rps-v2``."""
+    ``openspiel/liars_dice(numdice=1)``, ``graph/<built-in graph>`` like ``graph/malt`` (once
+    ``roles`` is imported: see :class:`Family`), or any PettingZoo id like ``classic/rps-v2``."""
     if name in GAMES:
         return TextGameEnv(GAMES[name], **kwargs)
     if name.startswith("textarena/"):
         return TextArenaEnv(name.removeprefix("textarena/"), **kwargs)
     if name.startswith("openspiel/"):
         return OpenSpielEnv(name.removeprefix("openspiel/"), **kwargs)
-    if name.startswith("graph/"):  # orchestration graphs compose roles into games in roles/ (DESIGN.md)
-        from roles.graph_game import graph_env
-
-        return graph_env(name.removeprefix("graph/"), **kwargs)
+    if found := family_of(name):
+        prefix, family = found
+        return family.make(name.removeprefix(prefix), **kwargs)
+    if name.startswith("graph/"):
+        raise ValueError(f"{name!r} is an orchestration graph: `import roles` first, which registers them")
     if "/" in name:
         return PettingZooTextEnv(name, **kwargs)
     raise ValueError(f"unknown game {name!r}; choose one of {', '.join(list())}, openspiel/<game> or a PettingZoo id")
@@ -105,9 +131,7 @@ def make(name: str, **kwargs) -> AECEnv:
 
 def list() -> builtins.list[str]:  # noqa: A001 - the registry's public name, games.list()
     """Every game ``make`` knows by name."""
-    from roles.graph import BUILTIN
-
-    names = [*GAMES, *PETTINGZOO_GAMES, *(f"graph/{g}" for g in BUILTIN)]
+    names = [*GAMES, *PETTINGZOO_GAMES, *(prefix + g for prefix, f in FAMILIES.items() for g in f.names)]
     if importlib.util.find_spec("textarena") is not None:
         names += TEXTARENA_GAMES
     if importlib.util.find_spec("pyspiel") is not None:
@@ -134,14 +158,12 @@ def scripted_players(game: str) -> dict[str, Callable[[], Player]]:
     TextArena's, whose moves are free text with no list to draw from."""
     if game.startswith("textarena/"):
         return {}
-    if game.startswith("graph/"):  # any node of any graph (roles/graph_players.py)
-        from roles.graph_players import GRAPH_PLAYERS
-
-        return {"random": RandomPlayer, **GRAPH_PLAYERS}
+    if found := family_of(game):
+        return {"random": RandomPlayer, **found[1].players}
     return SCRIPTED_PLAYERS.get(game, {"random": RandomPlayer})
 
 
 __all__ = [
-    "GAMES", "GameInfo", "MatchResult", "OpenSpielEnv", "Parsed", "Player", "RandomPlayer", "Rules",
-    "TextGameEnv", "known", "make", "list", "play_match", "scripted_players",
+    "FAMILIES", "GAMES", "Family", "GameInfo", "MatchResult", "OpenSpielEnv", "Parsed", "Player", "RandomPlayer", "Rules",
+    "TextGameEnv", "known", "make", "list", "play_match", "register", "scripted_players",
 ]  # fmt: skip

@@ -39,11 +39,6 @@ from marl.advantages import Sample, grpo
 # ---- Agent0: task filter and ADPO ----------------------------------------------------------------
 
 
-def task_filter(p_hat: float, low: float = AGENT0_BAND[0], high: float = AGENT0_BAND[1]) -> bool:
-    """Keep a task for executor training iff low ≤ p̂ ≤ high (Agent0's upload.py, README bounds)."""
-    return low <= p_hat <= high
-
-
 def adpo_scale(
     p_hat: float, low: float = AGENT0_BAND[0], high: float = AGENT0_BAND[1], min_scale: float = 0.6
 ) -> float:

@@ -36,6 +36,11 @@ PLAYER = "player"  # the role of a seat game's members: they play every seat
 Bases = dict[tuple[str, int], HFPolicy]  # (model, seed) -> the base its LoRA members are adapters on
 
 
+def prefix(name: str) -> str:
+    """Where a member's metrics go: plain self-play's one member at the top, the others under their names."""
+    return "" if name == MEMBER else f"{name}/"
+
+
 def load_model(config: TrainConfig, member: str = MEMBER) -> HFPolicy:
     """A fresh copy of the configured model (never the process-wide cached one: training mutates
     it); with LoRA, ``member`` names its adapter."""

@@ -35,8 +35,8 @@ import games
 from games.play import derive_seed
 from marl.episode import Episode
 from marl.evaluate import move_probabilities
-from marl.evaluators import prefix
 from marl.hf import HFPolicy
+from marl.members import prefix
 from marl.policy import Request
 from marl.rollout import SeatSpec
 from marl.scripted import ScriptedPolicy

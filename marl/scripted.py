@@ -18,7 +18,7 @@ import numpy as np
 from games.play import Player
 from marl.episode import Turn
 from marl.policy import Request, Response
-from roles.formats import extract_answer
+from games.formats import extract_answer
 from roles.seat import InvalidMoves
 
 

@@ -26,7 +26,7 @@ played again now) is the library's to settle:
   own, in the same ``log_batch`` as that iteration's metrics (one transaction: a tag is not, as
   MLflow commits a batch's tags after its metrics, and a kill between them once logged an
   iteration twice), and later ones are sent. The replay
-  reproduces every value (``marl.train``) but the wall-clock ``perf/*`` timings.
+  reproduces every value (``coevo.train``) but the wall-clock ``perf/*`` timings.
 - W&B's writer buffers, and a killed process loses what it buffered; so an offline run is
   written again whole on resume (the killed process's files replaced), and an online run is sent
   1…c again, of which the server keeps the steps it lacks (W&B drops a step below its last).

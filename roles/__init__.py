@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import games
 from roles.forge import ForgeRole
-from roles.graph_game import GraphRole
+from roles.graph import BUILTIN
+from roles.graph_game import GraphRole, graph_env
+from roles.graph_players import GRAPH_PLAYERS
 from roles.seat import SeatRole
+
+# Orchestration graphs are games (graph/<name>) made of roles: registered here, as games cannot import roles.
+games.register("graph/", games.Family(graph_env, tuple(BUILTIN), GRAPH_PLAYERS))
 
 
 def role_for(game: str, seat: str, compact: bool = False) -> ForgeRole | SeatRole:

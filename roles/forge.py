@@ -1,6 +1,6 @@
 """The roles of task forge as a language model plays them: who it is, and how to answer.
 
-Each role's output format and its reader are in :mod:`roles.formats` (a ``\\boxed{}`` answer or
+Each role's output format and its reader are in :mod:`games.formats` (a ``\\boxed{}`` answer or
 verdict, a fenced ```python tool call, ``<task>``/``<program>`` tags); the game applies them and
 records what could not be read as an invalid task or answer with a reason, so a role here frames
 the prompt. Rewards and each turn's credit are shaped from the match's outcome by :mod:`roles.rewards`.

@@ -40,7 +40,7 @@ from typing import Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from roles.formats import INSTRUCTIONS
+from games.formats import INSTRUCTIONS
 
 Output = Literal["answer", "verdict", "text", "task"]
 Condition = Literal["always", "correct", "wrong", "accepted", "rejected"]

@@ -64,7 +64,7 @@ from games.task_forge.players import task_knobs
 from games.task_forge.proposals import checked_task
 from games.task_forge.sandbox import Limits, players_sandbox, tool_run
 from roles.forge import ForgeRole
-from roles.formats import python_block, read_answer, read_submission, read_verdict
+from games.formats import python_block, read_answer, read_submission, read_verdict
 from roles.graph import GraphSpec, builtin
 
 FORMS = {

@@ -46,7 +46,7 @@ from typing import Literal
 import numpy as np
 
 from games.task_forge.players import task_label
-from marl.credit import task_filter
+from games.task_forge.families import task_filter
 from roles.forge import GAME
 
 UNCERTAINTY_FORMS = {

@@ -24,7 +24,7 @@ from typing import Literal
 from pettingzoo import AECEnv
 
 from games.core import LEGAL_MOVES, Parsed
-from roles.formats import OUTPUT_FORMAT, TEXTARENA_FORMAT, extract_answer
+from games.formats import OUTPUT_FORMAT, TEXTARENA_FORMAT, extract_answer
 
 FAMILY_BRIEFS = {
     "board": "You are an expert board-game player. Play to win.",

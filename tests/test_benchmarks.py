@@ -162,7 +162,7 @@ def test_population_emergence_plays_each_game_from_the_population_example():
     finally:
         sys.path.remove(str(BENCHMARKS))
     import games
-    from populations.config import load_run_config
+    from coevo.config import load_run_config
 
     prefix, changes_of = population_emergence.GAMES["leduc"]
     config = load_run_config(population_emergence.EXAMPLES / "kuhn_population.toml", changes_of())

@@ -19,7 +19,7 @@ from coevo.cli import app
 from marl.config import _read
 from marl.episode import Episode
 from marl.rundir import RunDirBusy
-from populations.config import RunConfig, load_run_config
+from coevo.config import RunConfig, load_run_config
 
 runner = CliRunner()
 

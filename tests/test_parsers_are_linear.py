@@ -22,7 +22,7 @@ from games.core import bare
 from games.negotiation import named_moves, read_move
 from games.task_forge.families import answers_match, normalize_answer
 from marl.rollout import as_written
-from roles.formats import boxed_contents, extract_answer, python_block, read_answer, read_submission, read_verdict
+from games.formats import boxed_contents, extract_answer, python_block, read_answer, read_submission, read_verdict
 from roles.seat import SeatRole
 
 SIZES = [2**k for k in range(12, 21)]  # 4 KiB … 1 MiB

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from marl.train import Trainer
-from populations.config import load_run_config
+from coevo.train import Trainer
+from coevo.config import load_run_config
 from tests.runs import events
 
 ray = pytest.importorskip("ray")

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from marl.episode import read_jsonl
-from marl.train import Trainer
-from populations.config import load_run_config
+from coevo.train import Trainer
+from coevo.config import load_run_config
 from tests.runs import comparable, events, train_killed_after
 
 ray = pytest.importorskip("ray")

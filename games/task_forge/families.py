@@ -70,6 +70,11 @@ PROGRAM_LEVELS = 5  # program_output's complexity levels, listed in _program_out
 HELDOUT_SALT = 0x7A5C
 
 
+def task_filter(p_hat: float, low: float = AGENT0_BAND[0], high: float = AGENT0_BAND[1]) -> bool:
+    """Keep a task for executor training iff low ≤ p̂ ≤ high (Agent0's upload.py, README bounds)."""
+    return low <= p_hat <= high
+
+
 @dataclass(frozen=True)
 class Task:
     """One verifiable task: what the executor sees, a program that prints the answer, and the answer."""

@@ -57,7 +57,7 @@ from games.core import GameInfo, Parsed, Rules
 from games.task_forge.proposals import checked_task
 from games.task_forge.sandbox import Limits, players_sandbox, tool_run
 from games.task_forge.families import FAMILIES, Task, answers_match, distractors, generate, normalize_answer
-from roles.formats import CHOICE_INSTRUCTIONS, INSTRUCTIONS, MOVE_FORMS, python_block, read_answer, read_submission, read_verdict
+from games.formats import CHOICE_INSTRUCTIONS, INSTRUCTIONS, MOVE_FORMS, python_block, read_answer, read_submission, read_verdict
 
 SEATS = ("proposer", "executor", "verifier")
 TEACHER = "teacher"

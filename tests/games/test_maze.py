@@ -99,8 +99,8 @@ def test_talking_closes_the_gap_silence_leaves_open():
 def test_the_tiny_example_trains_with_its_difficulty(tmp_path):
     """Two iterations of examples/maze_tiny.toml: its [game_options.maze] reach every match."""
     from marl.episode import read_jsonl
-    from marl.train import Trainer
-    from populations.config import load_run_config
+    from coevo.train import Trainer
+    from coevo.config import load_run_config
 
     example = Path(__file__).parents[2] / "examples" / "maze_tiny.toml"
     short = ["iterations=2", "rollout.matches=8", "rollout.concurrency=8", "eval.every=2", "eval.matches=4"]

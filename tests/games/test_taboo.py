@@ -85,8 +85,8 @@ def test_the_scripted_pair_solves_most_episodes_and_random_play_rarely_does():
 def test_the_tiny_example_trains_cooperatively(tmp_path):
     """Two iterations of examples/taboo_tiny.toml: both seats earn the same unless one forfeits."""
     from marl.episode import read_jsonl
-    from marl.train import Trainer
-    from populations.config import load_run_config
+    from coevo.train import Trainer
+    from coevo.config import load_run_config
 
     example = Path(__file__).parents[2] / "examples" / "taboo_tiny.toml"
     short = ["iterations=2", "rollout.matches=8", "rollout.concurrency=8", "eval.every=2", "eval.matches=4"]

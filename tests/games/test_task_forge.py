@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import games
 from games.task_forge.players import CurriculumProposer, HintTeacher, NoisyVerifier, SkilledExecutor
 from games.play import play_match
-from roles.formats import python_block, read_answer, read_submission, read_verdict
+from games.formats import python_block, read_answer, read_submission, read_verdict
 
 ADD = ("What is 2 + 3? Answer with the integer.", "print(2 + 3)")
 

@@ -18,8 +18,8 @@ from marl.learner import Learner, OptimConfig, TrainSample
 from marl.losses import ppo_clip_loss
 from marl.models import load_tiny
 from marl.pools import RolloutWorker
-from marl.train import Trainer
-from populations.config import load_run_config
+from coevo.train import Trainer
+from coevo.config import load_run_config
 from tests.marl.test_learner import samples_for
 from tests.marl.test_train import SHORT_KUHN, write
 from tests.runs import comparable, events, train_killed_after

@@ -7,7 +7,7 @@ import pytest
 
 from marl.config import ConfigError
 from marl.players import make_player
-from populations.config import load_run_config
+from coevo.config import load_run_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KUHN = EXAMPLES / "kuhn_tiny.toml"
@@ -98,7 +98,7 @@ def test_a_wrong_game_option_names_its_game_and_knob(change, message):
 
 
 def test_a_population_run_makes_its_games_with_their_options():
-    from marl.planners import PopulationPlan
+    from coevo.planners import PopulationPlan
     from populations.population import Population
 
     config = load_run_config(EXAMPLES / "kuhn_population.toml", ["games:={maze=1.0}", "game_options.maze.size=3", 'mode="generate"', "eval.opponents=[]"])

@@ -9,6 +9,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import marl.learner
+from games.task_forge.families import task_filter
 from marl.credit import (
     Node,
     adpo_advantages,
@@ -19,7 +20,6 @@ from marl.credit import (
     malt_preference_pairs,
     malt_samples,
     malt_values,
-    task_filter,
 )
 from marl.hf import HFPolicy
 from marl.learner import Learner, OptimConfig, TrainSample

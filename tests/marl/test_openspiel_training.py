@@ -9,9 +9,9 @@ pytest.importorskip("pyspiel")
 
 from games import kuhn_analysis  # noqa: E402
 from games.kuhn import CARDS  # noqa: E402
-from marl.evaluators import OpenSpielExploitability, exact_exploitability  # noqa: E402
-from marl.train import Trainer  # noqa: E402
-from populations.config import load_run_config  # noqa: E402
+from coevo.evaluators import OpenSpielExploitability, exact_exploitability  # noqa: E402
+from coevo.train import Trainer  # noqa: E402
+from coevo.config import load_run_config  # noqa: E402
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 OPENSPIEL_KUHN = ["games:={\"openspiel/kuhn_poker\"=1.0}", "eval.opponents=[\"random\"]", "rollout.matches=16", "eval.every=0"]

@@ -18,7 +18,7 @@ from marl.members import Recipe, named_players
 from marl.dispatch import Queue
 from marl.config import PoolConfig, Resources
 from marl.pools import Job, LocalPool, MatchPlan, PoolDoesNotFit, RayPool, TeamLearners, _local_cpus
-from marl.train import Trainer
+from coevo.train import Trainer
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

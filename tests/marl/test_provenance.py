@@ -17,8 +17,8 @@ import torch
 from marl import rollout
 from marl.episode import read_jsonl
 from marl.learner import load_weights, trainable_weights
-from marl.train import Trainer
-from populations.config import load_run_config
+from coevo.train import Trainer
+from coevo.config import load_run_config
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 TOLERANCE = 1e-4  # the engine's recorded log-probs match a training forward pass to ~2e-6 (tests/marl/test_decode.py)

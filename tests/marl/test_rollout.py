@@ -9,7 +9,7 @@ from marl.episode import Episode
 from marl.policy import Request, Sampling
 from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
 from marl.scripted import HumanPolicy, ScriptedPolicy
-from roles.formats import extract_answer
+from games.formats import extract_answer
 from roles.seat import InvalidMoves
 
 SHORT = Sampling(0.7, 1.0, 12)

@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 
 from coevo.cli import app
 from games import kuhn_analysis
-import marl.train
+import coevo.train
 from marl.config import ConfigError, load_config
-from marl.train import Trainer
-from populations.config import load_run_config
-from populations.sweep import expand, load_sweep
+from coevo.train import Trainer
+from coevo.config import load_run_config
+from coevo.sweep import expand, load_sweep
 from tests.runs import comparable, events, train_killed_after
 
 runner = CliRunner()
@@ -178,19 +178,19 @@ def test_a_full_disk_ends_the_run_with_one_line_and_it_resumes_exactly(tmp_path,
     config = write(tmp_path, SHORT_KUHN.format(iterations=4))
     whole, full = tmp_path / "whole", tmp_path / "full"
     assert runner.invoke(app, ["train", str(config), "--run-dir", str(whole), "--quiet"]).exit_code == 0
-    real_save = marl.train.save_tensors
+    real_save = coevo.train.save_tensors
 
     def disk_fills_at_iteration_4(path, obj):
         if path.parent.name == ".staging-000004":
             os.symlink("/dev/full", path.with_name(f".{path.name}.tmp"))  # the next write gets ENOSPC
         real_save(path, obj)
 
-    monkeypatch.setattr(marl.train, "save_tensors", disk_fills_at_iteration_4)
+    monkeypatch.setattr(coevo.train, "save_tensors", disk_fills_at_iteration_4)
     result = runner.invoke(app, ["train", str(config), "--run-dir", str(full), "--quiet"])
     lines = [line for line in result.output.splitlines() if "No space left" in line]
     assert result.exit_code == 1 and len(lines) == 1, result.output
     assert "state.pt" in lines[0] and f"coevo train --resume {full}" in lines[0]
-    monkeypatch.setattr(marl.train, "save_tensors", real_save)
+    monkeypatch.setattr(coevo.train, "save_tensors", real_save)
     assert runner.invoke(app, ["train", "--resume", str(full), "--quiet"]).exit_code == 0
     assert comparable(events(full)) == comparable(events(whole))
 
@@ -240,5 +240,5 @@ def test_every_example_config_loads(path):
 def test_the_trainers_docstring_example_runs(monkeypatch):
     """The one trainer's runnable example, from the repository root as CI runs it."""
     monkeypatch.chdir(Path(__file__).parents[2])
-    result = doctest.testmod(marl.train)
+    result = doctest.testmod(coevo.train)
     assert result.attempted > 0 and result.failed == 0

@@ -11,10 +11,10 @@ from coevo.cli import app
 from games.task_forge.families import FAMILIES
 from marl.episode import read_jsonl
 from marl.estimators import ESTIMATORS
-from marl.evaluators import heldout_tasks
+from coevo.evaluators import heldout_tasks
 from marl.hf import adapter_of
-from marl.train import Trainer
-from populations.config import load_run_config
+from coevo.train import Trainer
+from coevo.config import load_run_config
 from tests.runs import events
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -11,9 +11,9 @@ pyspiel = pytest.importorskip("pyspiel")
 
 import games  # noqa: E402
 from games import kuhn_analysis, openspiel_analysis  # noqa: E402
-from marl.evaluators import OpenSpielExploitability  # noqa: E402
+from coevo.evaluators import OpenSpielExploitability  # noqa: E402
 from marl.models import load_tiny  # noqa: E402
-from populations.distill import Target, distill, targets_from, weighted_kl  # noqa: E402
+from coevo.distill import Target, distill, targets_from, weighted_kl  # noqa: E402
 from roles.seat import SeatRole  # noqa: E402
 
 KUHN = "openspiel/kuhn_poker"
@@ -106,7 +106,7 @@ def test_kuhn_targets_are_our_kuhn_poker_as_play_shows_it():
     """Our Kuhn poker (not OpenSpiel's): one target per information set, its prompt the one the
     trainer's exact analysis scores, P(bet or call) on the aggressive move, weighted by reach."""
     from marl.evaluate import kuhn_infoset
-    from populations.distill import kuhn_targets
+    from coevo.distill import kuhn_targets
 
     strategy = kuhn_analysis.nash(Fraction(1, 6))
     targets, reached = kuhn_targets(strategy), kuhn_analysis.reach(strategy)

@@ -21,10 +21,10 @@ from marl.episode import read_jsonl
 from marl.hf import adapter_of
 from marl.learner import MAGNET, trainable_weights
 from marl.members import load_model
-from populations.config import load_run_config
-from populations.evolution import oracle_done
+from coevo.config import load_run_config
+from coevo.evolution import oracle_done
 from populations.population import Member as PopulationMember
-from marl.train import Trainer
+from coevo.train import Trainer
 from tests.runs import comparable, events, train_killed_after
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ from coevo.cli import app
 from games.task_forge.families import FAMILIES, generate
 from marl.config import load_config
 from marl.episode import Episode, read_jsonl
-from marl.train import Trainer
+from coevo.train import Trainer
 from roles.graph import BUILTIN, GraphSpec, builtin
 from roles.graph_game import graph_env
 from roles.graph_players import SkilledNode

@@ -13,9 +13,9 @@ from games.task_forge.sandbox import Limits
 from marl.config import ConfigError
 from marl.episode import read_jsonl
 from marl.estimators import ESTIMATORS, graph_credit
-from marl.train import Trainer
-from populations.config import load_run_config
-from populations.sweep import expand, flat, load_sweep, run_sweep
+from coevo.train import Trainer
+from coevo.config import load_run_config
+from coevo.sweep import expand, flat, load_sweep, run_sweep
 from tests.runs import events
 
 TOP, ROLLOUT = 'seed = 0\niterations = 1\nmodel = "tiny"\n', "[rollout]\nmatches = 4\nconcurrency = 4\nmax_new_tokens = 4\n"

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 import games
 from games.core import bare
 from games.negotiation import read_move
-from roles.formats import extract_answer
+from games.formats import extract_answer
 from roles.seat import InvalidMoves, SeatRole, family_of
 
 

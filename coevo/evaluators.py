@@ -18,7 +18,7 @@ import copy
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,17 +29,16 @@ from games.task_forge.families import FAMILIES, Task, heldout
 from games.task_forge.players import SkilledExecutor
 from marl.evaluate import kuhn_strategy, move_probabilities, results_against
 from marl.policy import Request, Sampling
-from marl.rollout import MatchSpec
+from marl.rollout import MatchSpec, RolloutEngine
 from marl.hf import HFPolicy
 from marl.learner import load_weights, trainable_weights
-from marl.members import MEMBER, Member, load_model
+from marl.members import MEMBER, Member, load_model, prefix
 from marl.scripted import ScriptedPolicy
+from coevo.config import RunConfig
+from coevo.roster import Roster
+from populations.population import Population
 from populations.roles import RolePopulations
 from roles.seat import SeatRole
-
-if TYPE_CHECKING:
-    from marl.train import Trainer
-    from populations.config import RunConfig
 
 MAX_TREE = 10**6  # the largest OpenSpiel game whose exploitability is measured every iteration (exact_exploitability)
 EVAL_SEEDS = 10**6  # evaluation matches draw their seeds apart from training matches
@@ -49,9 +48,18 @@ KUHN_SCRIPTED = {  # exact strategies of Kuhn's scripted players, for the mixtur
 }  # fmt: skip
 
 
-def prefix(name: str) -> str:
-    """Where a member's metrics go: plain self-play's one member at the top, the others under their names."""
-    return "" if name == MEMBER else f"{name}/"
+class Run(Protocol):
+    """What an evaluator reads of the run it measures (``coevo.train.Trainer`` is one): the run
+    builds its evaluators, so they name its parts rather than import it."""
+
+    config: RunConfig
+    engine: RolloutEngine  # plays evaluation matches in the run's own process
+    members: dict[str, Member]
+    planner: Any  # the run's planner: SelfPlay, PopulationPlan or RolePopulations
+    population: Population | None
+    roster: Roster
+
+    def players(self, names: Iterable[str]) -> dict[str, Member]: ...
 
 
 def strategy_of(member: Member, compact: bool) -> dict[str, float] | None:
@@ -94,7 +102,7 @@ class KuhnExploitability:
     def __init__(self):
         self.averages = IterateAverages(lambda average, new, n: kuhn_analysis.average([average, new], [n, 1]))
 
-    def __call__(self, trainer: Trainer) -> dict:
+    def __call__(self, trainer: Run) -> dict:
         compact = trainer.config.rollout.compact_prompts
         strategies = {name: strategy_of(trainer.members[name], compact) for name in trainer.roster.specs}
         out: dict = {}
@@ -114,7 +122,7 @@ class KuhnExploitability:
         out["population/meta_strategy"] = {n: round(w, 4) for n, w in trainer.population.meta_strategy().items() if w > 1e-4}
         return out
 
-    def mixture(self, trainer: Trainer, strategies: dict[str, dict[str, float] | None] | None = None) -> dict[str, float] | None:
+    def mixture(self, trainer: Run, strategies: dict[str, dict[str, float] | None] | None = None) -> dict[str, float] | None:
         """The population's meta-strategy mixture as one strategy, reach-weighted; None when none
         of its players can be read. ``strategies``: players already read."""
         population, strategies = trainer.population, dict(strategies or {})
@@ -136,7 +144,7 @@ class KuhnExploitability:
 class Opponents:
     """A seat game's first learner against ``eval.opponents``, in every game that has them."""
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: Run):
         self.trainer = trainer
         self.name = next(iter(trainer.roster.specs))
         ks = [int(o.split(":")[1]) for o in trainer.config.eval.opponents if o.startswith("past:")]
@@ -206,7 +214,7 @@ class Heldout:
     """Each executor's held-out accuracy per family: its unaided success probability (scripted)
     or its share of right answers before any critique (a model, over the held-out tasks)."""
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: Run):
         self.trainer = trainer
         self.tasks = heldout_tasks(trainer.config)
 
@@ -243,7 +251,7 @@ class GraphHeldout:
     first member (a role's, or the one policy), at the run's sampling settings; and the model
     calls a match took, for comparisons at equal calls."""
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: Run):
         self.trainer = trainer
         config = trainer.config
         self.game = next(iter(config.games))
@@ -308,7 +316,7 @@ class OpenSpielExploitability:
         read = self.distributions(member, compact)
         return None if read is None else self.analysis.policy_from(self.env.game, read)
 
-    def __call__(self, trainer: Trainer) -> dict:
+    def __call__(self, trainer: Run) -> dict:
         game, compact = self.env.game, trainer.config.rollout.compact_prompts
         policies = {name: self.policy(trainer.members[name], compact) for name in trainer.roster.specs}
         out = {}
@@ -321,7 +329,7 @@ class OpenSpielExploitability:
             out[f"{self.name}/population_exploitability"] = self.analysis.exploitability(game, mixed)
         return out
 
-    def mixture(self, trainer: Trainer, policies: dict[str, Any] | None = None) -> Any:
+    def mixture(self, trainer: Run, policies: dict[str, Any] | None = None) -> Any:
         """The population's meta-strategy mixture as one OpenSpiel tabular policy, reach-weighted;
         None when none of its players can be read. ``policies``: players already read."""
         compact, policies = trainer.config.rollout.compact_prompts, dict(policies or {})

@@ -40,7 +40,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from marl.config import ConfigError
-from populations.config import load_run_config
+from coevo.config import load_run_config
 
 
 class SweepConfig(BaseModel):

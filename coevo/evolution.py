@@ -24,9 +24,10 @@ import numpy as np
 
 from marl.learner import load_weights, trainable_weights
 from marl.members import PLAYER, Member
-from marl.roster import config_of, optim_settings
+from coevo.roster import config_of, optim_settings
 from marl.rundir import write_atomic, write_text
-from populations.config import PopulationConfig, RunConfig
+from coevo.config import RunConfig
+from populations.config import PopulationConfig
 from populations.league import League
 from populations.pbt import Exploit, exploit_and_explore
 from populations.population import Member as PopulationMember

@@ -1,7 +1,7 @@
 """The one trainer: every run — plain self-play, a population, task forge's roles, each a team of
 members — is the same loop, on the local pool or on Ray. One iteration, top to bottom:
 
-1. **plan** the matches (``marl.planners``: self-play, the population's matchmaker, or the roles'
+1. **plan** the matches (``coevo.planners``: self-play, the population's matchmaker, or the roles'
    rotation), each seat naming a member;
 2. **play** them through the pool, every member's turns batched into one model call per step;
 3. **observe** the results: payoffs and ratings (a population), reward shaping (task forge);
@@ -9,13 +9,13 @@ members — is the same loop, on the local pool or on Ray. One iteration, top to
    fixed player's — with its estimator (``marl.estimators``: RAE by default), its own baselines
    and its own learner (with LoRA its own adapter on a shared base); scripted players that adapt
    learn through their own ``learn``;
-5. the population **evolves** (``populations.evolution``: snapshots, the league, PBT);
-6. what the games measure is **evaluated** (``marl.evaluators``: Kuhn's exact exploitability
+5. the population **evolves** (``coevo.evolution``: snapshots, the league, PBT);
+6. what the games measure is **evaluated** (``coevo.evaluators``: Kuhn's exact exploitability
    every iteration; opponents or held-out tasks every ``eval.every``).
 
     >>> import tempfile
     >>> from marl.config import load_config
-    >>> from marl.train import Trainer
+    >>> from coevo.train import Trainer
     >>> config = load_config("examples/kuhn_tiny.toml", ["iterations=1", "rollout.matches=8", "eval.every=0"])
     >>> metrics = Trainer(config, tempfile.mkdtemp()).run()
     >>> 0 <= metrics["kuhn/exploitability"] <= 0.5
@@ -59,19 +59,20 @@ from marl.config import TrainConfig, to_toml
 from marl.episode import Episode, Turn, read_jsonl, write_jsonl
 from marl.estimators import ESTIMATORS, Credited, graph_credit
 from marl.offline import offline_batch
-from marl.evaluators import Opponents, evaluation, measures, prefix, strategy_of
+from coevo.evaluators import Opponents, evaluation, measures, prefix, strategy_of
 from marl.learner import TrainSample, load_weights, trainable_weights
 from marl.learners import Learners
 from marl.members import Member
-from marl.planners import PopulationPlan, SelfPlay
+from coevo.planners import PopulationPlan, SelfPlay
 from marl.probe import Probe
 from marl.pools import Job, LearnerLost, LocalPool, RayPool, TeamLearners
-from marl.credit import anneal, task_filter
-from marl.roster import build_roster, initial_hparams, optim_settings
+from games.task_forge.families import task_filter
+from marl.credit import anneal
+from coevo.roster import build_roster, initial_hparams, optim_settings
 from marl.rundir import OldCheckpoint, RunLock, save_tensors, write_text
 from marl.trackers import Trackers
-from populations.config import RunConfig
-from populations.evolution import Evolution, write_population
+from coevo.config import RunConfig
+from coevo.evolution import Evolution, write_population
 from populations.population import Population
 from populations.roles import RolePopulations
 from populations.snapshots import Snapshots, snapshot_recipe

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from marl.learners import LearnerSpec
 from marl.members import MEMBER, PLAYER, Bases, Member, Recipe, build_seat
-from populations.config import SAMPLING_HPARAMS, RoleConfig, RunConfig
+from coevo.config import SAMPLING_HPARAMS, RoleConfig, RunConfig
 from populations.population import Population
 
 

@@ -23,6 +23,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from coevo.config import load_run_config
+from coevo.evaluators import KuhnExploitability, measured, strategy_of
+from coevo.train import Trainer
+from games import kuhn_analysis
+from marl.evaluate import kuhn_infoset
 from marl.hf import HFPolicy, adapter_of
 from marl.policy import choice_logprobs
 from roles.seat import SeatRole
@@ -31,7 +36,6 @@ if TYPE_CHECKING:
     from open_spiel.python.policy import TabularPolicy
 
     from games.openspiel_env import OpenSpielEnv
-    from marl.train import Trainer
 
 
 @dataclass(frozen=True)
@@ -139,9 +143,6 @@ class CannotDistill(ValueError):
 def kuhn_targets(strategy: Mapping[str, float]) -> list[Target]:
     """A strategy of our Kuhn poker (``games.kuhn_analysis``) at each of its 12 information sets,
     each with the prompt play shows there and its reach when the strategy plays itself."""
-    from games import kuhn_analysis
-    from marl.evaluate import kuhn_infoset
-
     reached, out = kuhn_analysis.reach(strategy), []
     for key in kuhn_analysis.INFOSETS:
         env, agent = kuhn_infoset(key)
@@ -165,9 +166,6 @@ class Answer:
 def answer_of(trainer: Trainer, name: str, target: str | None) -> Answer:
     """``name``'s answer in a loaded run: a population's meta-strategy mixture or the learner's
     average policy (``target``; by default the mixture when the run has a population)."""
-    from games import kuhn_analysis
-    from marl.evaluators import KuhnExploitability, strategy_of
-
     measure = trainer.measures[0]
     member, compact = trainer.members[name], trainer.config.rollout.compact_prompts
     target = target or ("mixture" if trainer.config.population is not None else "average")
@@ -204,10 +202,6 @@ def distill_run(run_dir: Path, out: Path, *, target: str | None = None, steps: i
     the target it has. Returns what a user compares: the target's exploitability, the learner's
     last policy's, the distilled model's, and the KL curve.
     """
-    from marl.evaluators import measured
-    from marl.train import Trainer
-    from populations.config import load_run_config
-
     config = load_run_config(run_dir / "config.toml", ["pool.kind='local'"])
     if not any(measured(game) for game in config.games):
         raise CannotDistill(f"{run_dir} plays {', '.join(config.games)}: distill needs Kuhn poker or a small two-player zero-sum OpenSpiel game")
