@@ -56,7 +56,7 @@ CURRICULUM_METRICS = {
     "eval/executor/heldout_accuracy": "held-out accuracy",
 }
 
-_OUTCOME_METRIC = re.compile(r"^eval/(?P<game>[^/]+)/(?P<opponent>.+)/(?P<result>win|draw|loss)$")
+_OUTCOME_METRIC = re.compile(r"^eval/(?P<game>[^/]+)/(?P<opponent>[^/]+)/(?P<result>win|draw|loss)$")
 _COLLAPSE_METRIC = re.compile(rf"^(?P<series>.+)/(?P<signal>{'|'.join(COLLAPSE_SIGNALS)})$")
 _SNAPSHOT = re.compile(r"^(?P<member>.+)@(?P<iteration>\d+)$")
 

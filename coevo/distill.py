@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from coevo.config import load_run_config
-from coevo.evaluators import KuhnExploitability, measured, strategy_of
+from coevo.evaluators import KuhnExploitability, measured, seat_role, strategy_of
 from coevo.train import Trainer
 from games import kuhn_analysis
 from marl.evaluate import kuhn_infoset
@@ -167,7 +167,7 @@ def answer_of(trainer: Trainer, name: str, target: str | None) -> Answer:
     """``name``'s answer in a loaded run: a population's meta-strategy mixture or the learner's
     average policy (``target``; by default the mixture when the run has a population)."""
     measure = trainer.measures[0]
-    member, compact = trainer.members[name], trainer.config.rollout.compact_prompts
+    member = trainer.members[name]
     target = target or ("mixture" if trainer.config.population is not None else "average")
     if target == "mixture":
         policy = measure.mixture(trainer) if trainer.config.population is not None else None
@@ -181,12 +181,12 @@ def answer_of(trainer: Trainer, name: str, target: str | None) -> Answer:
     if isinstance(measure, KuhnExploitability):
         return Answer(
             "kuhn_poker", kind, kuhn_targets(policy), float(kuhn_analysis.exploitability(policy)),
-            lambda: float(kuhn_analysis.exploitability(strategy_of(member, compact))),
+            lambda: float(kuhn_analysis.exploitability(strategy_of(member))),
         )  # fmt: skip
     game = measure.env.game
     return Answer(
         measure.game, kind, targets_from(measure.env, policy), measure.analysis.exploitability(game, policy),
-        lambda: measure.analysis.exploitability(game, measure.policy(member, compact)),
+        lambda: measure.analysis.exploitability(game, measure.policy(member)),
     )  # fmt: skip
 
 
@@ -213,7 +213,7 @@ def distill_run(run_dir: Path, out: Path, *, target: str | None = None, steps: i
     member = trainer.members[name]
     answer = answer_of(trainer, name, target)
     last = answer.exploitability()
-    role = SeatRole(answer.game, config.rollout.compact_prompts)
+    role = seat_role(member, answer.game)
     curve = distill(member.policy, answer.targets, role, steps=steps, batch=batch, lr=lr,
                     temperature=member.temperature, progress=progress)  # fmt: skip
     member.policy.model.save_pretrained(out)

@@ -6,7 +6,7 @@
   mean); the same in any small two-player
   zero-sum OpenSpiel game (``openspiel/leduc_poker`` …), by OpenSpiel's own algorithms
   (:class:`OpenSpielExploitability`).
-- Every ``eval.every`` iterations (``evaluation``): a seat game's first learner against the
+- Every ``eval.every`` iterations (``evaluation``): each learner of a seat game against the
   fixed opponents of ``eval.opponents`` (scripted players, its initial weights, itself K
   iterations ago), half the matches in each seat; task forge's executors on held-out tasks; an
   orchestration graph's accuracy on held-out tasks.
@@ -32,7 +32,7 @@ from marl.policy import Request, Sampling
 from marl.rollout import MatchSpec, RolloutEngine
 from marl.hf import HFPolicy
 from marl.learner import load_weights, trainable_weights
-from marl.members import MEMBER, Member, load_model, prefix
+from marl.members import Member, load_model, prefix
 from marl.scripted import ScriptedPolicy
 from coevo.config import RunConfig
 from coevo.roster import Roster
@@ -62,10 +62,16 @@ class Run(Protocol):
     def players(self, names: Iterable[str]) -> dict[str, Member]: ...
 
 
-def strategy_of(member: Member, compact: bool) -> dict[str, float] | None:
+def seat_role(member: Member, game: str) -> SeatRole:
+    """How ``member`` is prompted in ``game`` as it plays (compact, or shown an example turn
+    first): its strategy is read from the very prompts it answers."""
+    return SeatRole(game, member.seat.compact, member.seat.demonstrate)
+
+
+def strategy_of(member: Member) -> dict[str, float] | None:
     """A Kuhn player's exact strategy: a model's read by scoring, a scripted player's known one."""
     if isinstance(member.policy, HFPolicy):
-        return kuhn_strategy(member.policy, member.temperature, member.adapter, compact)
+        return kuhn_strategy(member.policy, member.temperature, member.adapter, seat_role(member, "kuhn_poker"))
     maker = KUHN_SCRIPTED.get(member.scripted.name) if member.scripted is not None else None
     return {k: float(v) for k, v in maker().items()} if maker else None
 
@@ -103,16 +109,14 @@ class KuhnExploitability:
         self.averages = IterateAverages(lambda average, new, n: kuhn_analysis.average([average, new], [n, 1]))
 
     def __call__(self, trainer: Run) -> dict:
-        compact = trainer.config.rollout.compact_prompts
-        strategies = {name: strategy_of(trainer.members[name], compact) for name in trainer.roster.specs}
+        strategies = {name: strategy_of(trainer.members[name]) for name in trainer.roster.specs}
         out: dict = {}
         for name, strategy in strategies.items():
             out[f"kuhn/{prefix(name)}exploitability"] = float(kuhn_analysis.exploitability(strategy))
             if strategy is not None:
                 average = self.averages.add(name, strategy)
                 out[f"kuhn/{prefix(name)}average_exploitability"] = float(kuhn_analysis.exploitability(average))
-            if name == MEMBER:
-                out["kuhn/strategy"] = strategy  # P(bet or call) per information set: for plots
+                out[f"kuhn/{prefix(name)}strategy"] = strategy  # P(bet or call) per information set: for plots
         if trainer.population is None:
             return out
         mixed = self.mixture(trainer, strategies)
@@ -126,11 +130,11 @@ class KuhnExploitability:
         """The population's meta-strategy mixture as one strategy, reach-weighted; None when none
         of its players can be read. ``strategies``: players already read."""
         population, strategies = trainer.population, dict(strategies or {})
-        compact, mixture = trainer.config.rollout.compact_prompts, population.meta_strategy()
+        mixture = population.meta_strategy()
         for name in mixture:
             if name not in strategies:
                 snapshot = population.snapshots.get(name)
-                strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name], compact)
+                strategies[name] = snapshot.strategy if snapshot else strategy_of(trainer.members[name])
         known = {n: w for n, w in mixture.items() if w > 0 and strategies[n] is not None}
         return kuhn_analysis.average([strategies[n] for n in known], list(known.values())) if known else None
 
@@ -142,46 +146,54 @@ class KuhnExploitability:
 
 
 class Opponents:
-    """A seat game's first learner against ``eval.opponents``, in every game that has them."""
+    """Each learner of a seat game against ``eval.opponents``, in every game that has them. With
+    several learners (a population) each one's results go under its name and their mean under
+    the plain keys, so a population's curve is all of its members', not its first's."""
 
     def __init__(self, trainer: Run):
         self.trainer = trainer
-        self.name = next(iter(trainer.roster.specs))
+        self.names = list(trainer.roster.specs)
         ks = [int(o.split(":")[1]) for o in trainer.config.eval.opponents if o.startswith("past:")]
-        self.past = deque(maxlen=max(ks) + 1) if ks else None  # (iteration, weights), oldest first
-        self._initial: HFPolicy | None = None
+        # per learner, (iteration, weights), oldest first
+        self.past = {n: deque(maxlen=max(ks) + 1) for n in self.names} if ks else None
+        self._initial: tuple[HFPolicy, str | None] | None = None  # the initial weights and their adapter's name
 
     def remember(self, iteration: int) -> None:
-        """After each iteration: the learner's weights, for ``past:K``."""
-        if self.past is not None:
-            member = self.member
-            self.past.append((iteration, trainable_weights(member.policy.model, member.adapter)))
+        """After each iteration: the learners' weights, for ``past:K``."""
+        for name, past in (self.past or {}).items():
+            member = self.trainer.members[name]
+            past.append((iteration, trainable_weights(member.policy.model, member.adapter)))
 
-    @property
-    def member(self) -> Member:
-        return self.trainer.members[self.name]
-
-    def _opponent(self, name: str, game: str):
-        if name == "initial":
+    def _opponent(self, name: str, game: str, member: Member):
+        if name == "initial":  # a fresh adapter is the base model, whichever member's name it has
             if self._initial is None:
-                self._initial = load_model(self.member.recipe.config, self.name)
-            return self._initial, self.member.adapter
+                self._initial = load_model(member.recipe.config, member.name), member.adapter
+            return self._initial
         if name.startswith("past:"):  # the oldest kept: K iterations ago once the run is that old; at the start, itself
-            past = copy.deepcopy(self.member.policy)
-            if self.past:
-                load_weights(past.model, self.past[0][1], self.member.adapter)
-            return past, self.member.adapter
+            past = copy.deepcopy(member.policy)
+            if kept := self.past[member.name]:
+                load_weights(past.model, kept[0][1], member.adapter)
+            return past, member.adapter
         return ScriptedPolicy(name, games.scripted_players(game)[name]), None
 
     def __call__(self, iteration: int) -> dict[str, float]:
-        trainer, me = self.trainer, self.member.seat
+        per_learner = {n: self._against(iteration, self.trainer.members[n]) for n in self.names}
+        if len(per_learner) == 1:
+            return next(iter(per_learner.values()))
+        out = {k: float(np.mean([r[k] for r in per_learner.values()])) for k in next(iter(per_learner.values()))}
+        for name, results in per_learner.items():
+            out.update({f"eval/{name}/{k.removeprefix('eval/')}": v for k, v in results.items()})
+        return out
+
+    def _against(self, iteration: int, member: Member) -> dict[str, float]:
+        trainer, me = self.trainer, member.seat
         out = {}
         for game in trainer.config.games:
             seats = games.make(game).possible_agents
             for name in trainer.config.eval.opponents:
                 if name != "initial" and not name.startswith("past:") and name not in games.scripted_players(game):
                     continue  # a scripted player of another game
-                policy, adapter = self._opponent(name, game)
+                policy, adapter = self._opponent(name, game, member)
                 mode = me.mode if isinstance(policy, HFPolicy) else "generate"
                 them = replace(me, policy=policy, member=name, mode=mode, adapter=adapter)
                 specs = []
@@ -193,13 +205,13 @@ class Opponents:
                     out[f"eval/{game}/{name}/{k}"] = v
         return out
 
-    def state(self) -> list:
-        return list(self.past or [])
+    def state(self) -> dict[str, list]:
+        return {n: list(past) for n, past in (self.past or {}).items()}
 
-    def load_state(self, past: list) -> None:
-        if self.past is not None:
-            self.past.clear()
-            self.past.extend(past)
+    def load_state(self, past: dict[str, list]) -> None:
+        for name, kept in (self.past or {}).items():
+            kept.clear()
+            kept.extend(past.get(name, []))
 
 
 def heldout_tasks(config: RunConfig) -> list[Task]:
@@ -298,11 +310,11 @@ class OpenSpielExploitability:
         game = self.env.game
         self.averages = IterateAverages(lambda average, new, n: openspiel_analysis.mixture(game, [average, new], [n, 1]))
 
-    def distributions(self, member: Member, compact: bool) -> dict[str, list[float]] | None:
+    def distributions(self, member: Member) -> dict[str, list[float]] | None:
         """``member``'s move probabilities at every information state: a model's as forced choice
         plays them, a random player's uniform; None for a player we cannot read."""
         if isinstance(member.policy, HFPolicy):
-            role, sampling = SeatRole(self.game, compact), Sampling(member.temperature)
+            role, sampling = seat_role(member, self.game), Sampling(member.temperature)
             asked = [(Request(role.messages(s.prompt), sampling, member.adapter), s.moves) for s in self.states]
             probs = [p.astype(float) for p in move_probabilities(member.policy, asked, role, member.temperature)]
             return {s.key: (p / p.sum()).tolist() for s, p in zip(self.states, probs)}  # sums to 1 in float64, as analysed
@@ -310,15 +322,15 @@ class OpenSpielExploitability:
             return {s.key: [1 / len(s.moves)] * len(s.moves) for s in self.states}
         return None
 
-    def policy(self, member: Member, compact: bool) -> Any:
+    def policy(self, member: Member) -> Any:
         """``member``'s play as an OpenSpiel tabular policy (see :meth:`distributions`); None for a
         player we cannot read."""
-        read = self.distributions(member, compact)
+        read = self.distributions(member)
         return None if read is None else self.analysis.policy_from(self.env.game, read)
 
     def __call__(self, trainer: Run) -> dict:
-        game, compact = self.env.game, trainer.config.rollout.compact_prompts
-        policies = {name: self.policy(trainer.members[name], compact) for name in trainer.roster.specs}
+        game = self.env.game
+        policies = {name: self.policy(trainer.members[name]) for name in trainer.roster.specs}
         out = {}
         for name, policy in policies.items():
             out[f"{self.name}/{prefix(name)}exploitability"] = self.analysis.exploitability(game, policy)
@@ -332,10 +344,10 @@ class OpenSpielExploitability:
     def mixture(self, trainer: Run, policies: dict[str, Any] | None = None) -> Any:
         """The population's meta-strategy mixture as one OpenSpiel tabular policy, reach-weighted;
         None when none of its players can be read. ``policies``: players already read."""
-        compact, policies = trainer.config.rollout.compact_prompts, dict(policies or {})
+        policies = dict(policies or {})
         mixture = {n: w for n, w in trainer.population.meta_strategy().items() if w > 0}
         players = trainer.players(set(mixture) - set(policies))
-        policies.update({name: self.policy(player, compact) for name, player in players.items()})
+        policies.update({name: self.policy(player) for name, player in players.items()})
         known = [n for n in mixture if policies.get(n) is not None]
         if not known:
             return None

@@ -147,7 +147,7 @@ class Trainer:
         return LocalPool(config.rollout.concurrency), learners
 
     def _strategy(self, member: Member) -> dict | None:
-        return strategy_of(member, self.config.rollout.compact_prompts) if "kuhn_poker" in self.config.games else None
+        return strategy_of(member) if "kuhn_poker" in self.config.games else None
 
     # ---- run directory -------------------------------------------------------------------------
 
@@ -412,7 +412,7 @@ class Trainer:
         """What a checkpoint holds: tensors (``state.pt``) and JSON (``state.json``)."""
         learners = {team: group.state() for team, group in self.learners.items()}  # weights, optimiser, schedule, magnet
         tensors = {
-            "learners": learners, "past": self.evaluation.state() if isinstance(self.evaluation, Opponents) else [],
+            "learners": learners, "past": self.evaluation.state() if isinstance(self.evaluation, Opponents) else {},
             "inflight": {i: (job, training) for i, (job, training, _) in self.inflight.items()},  # async: replayed on resume
         }  # fmt: skip
         meta = {

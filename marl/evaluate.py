@@ -40,19 +40,19 @@ def kuhn_infoset(key: str) -> tuple[Any, str]:
     return env, env.possible_agents[seat]
 
 
-def _infoset_request(key: str, sampling: Sampling, adapter: str | None, compact: bool) -> tuple[Request, list[str]]:
+def _infoset_request(key: str, sampling: Sampling, adapter: str | None, role: SeatRole) -> tuple[Request, list[str]]:
     env, agent = kuhn_infoset(key)
-    role = SeatRole("kuhn_poker", compact)
     request = Request(role.messages(env.observe(agent)["prompt"]), sampling, adapter, env=env, agent=agent)
     return request, env.legal_moves(agent)
 
 
 def kuhn_strategy(
-    policy: Policy, temperature: float = 1.0, adapter: str | None = None, compact: bool = False
+    policy: Policy, temperature: float = 1.0, adapter: str | None = None, role: SeatRole = SeatRole("kuhn_poker")
 ) -> dict[str, float]:
-    """Probability of the aggressive move (bet or call) at each information set."""
-    asked = [_infoset_request(key, Sampling(temperature), adapter, compact) for key in kuhn_analysis.INFOSETS]
-    read = move_probabilities(policy, asked, SeatRole("kuhn_poker", compact), temperature)
+    """Probability of the aggressive move (bet or call) at each information set, ``role`` prompting
+    the policy as it plays."""
+    asked = [_infoset_request(key, Sampling(temperature), adapter, role) for key in kuhn_analysis.INFOSETS]
+    read = move_probabilities(policy, asked, role, temperature)
     strategy = {}
     for key, (_, legal), probs in zip(kuhn_analysis.INFOSETS, asked, read):
         strategy[key] = float(probs[legal.index("bet" if "bet" in legal else "call")])

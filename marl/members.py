@@ -83,8 +83,8 @@ def trained_seat(config: TrainConfig, policy: HFPolicy, member: str = MEMBER) ->
     adapter = member if config.lora.r else None
     sampling = Sampling(rollout.temperature, rollout.top_p, rollout.max_new_tokens)
     return SeatSpec(
-        policy, member, config.mode, sampling, adapter, rollout.invalid_moves, rollout.compact_prompts, rollout.parse,
-        rollout.max_output_chars,
+        policy, member, config.mode, sampling, adapter, rollout.invalid_moves, rollout.compact_prompts,
+        rollout.demonstration, rollout.parse, rollout.max_output_chars,
     )  # fmt: skip
 
 

@@ -49,6 +49,7 @@ class SeatSpec:
     adapter: str | None = None
     invalid: InvalidMoves = InvalidMoves()
     compact: bool = False  # compact prompts (roles.seat.SeatRole): plain-text state, bare moves
+    demonstrate: bool = False  # free text: an example turn first (roles.seat.demonstration)
     parse: Literal["strict", "lenient"] = "strict"  # lenient: output naming exactly one move is read as it
     max_output_chars: int = ACTION_MAX_CHARS  # longer output is cut to this before it is parsed
     version: int = 0  # the learner updates its weights have had, recorded on every turn it plays
@@ -144,7 +145,7 @@ class _Live:
     @property
     def role(self) -> SeatRole | ForgeRole:
         """The role of the seat to move, as its player is prompted."""
-        return role_for(self.spec.game, self.agent, self.seat.compact)
+        return role_for(self.spec.game, self.agent, self.seat.compact, self.seat.demonstrate)
 
     def request(self) -> Request:
         observation = self.env.observe(self.agent)["prompt"]

@@ -13,12 +13,12 @@ from roles.seat import SeatRole
 games.register("graph/", games.Family(graph_env, tuple(BUILTIN), GRAPH_PLAYERS))
 
 
-def role_for(game: str, seat: str, compact: bool = False) -> ForgeRole | SeatRole:
+def role_for(game: str, seat: str, compact: bool = False, demonstrate: bool = False) -> ForgeRole | SeatRole:
     """How a model is prompted and read in ``seat`` of ``game``: task forge's four roles each
     have their own brief, a graph's nodes theirs in the observation; the seats of competitive
-    games share one by game family."""
+    games share one by game family (``demonstrate``: theirs shows an example turn first)."""
     if game == "task_forge":
         return ForgeRole(seat, compact)
     if game.startswith("graph/"):
         return GraphRole(seat, compact)
-    return SeatRole(game, compact)
+    return SeatRole(game, compact, demonstrate)

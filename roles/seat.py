@@ -19,11 +19,13 @@ an invalid move with a reason — never an exception — and costs what the conf
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 from pettingzoo import AECEnv
 
-from games.core import LEGAL_MOVES, Parsed
+import games
+from games.core import LEGAL_MOVES, Parsed, choosable
 from games.formats import OUTPUT_FORMAT, TEXTARENA_FORMAT, extract_answer
 
 FAMILY_BRIEFS = {
@@ -43,6 +45,24 @@ GAME_FAMILIES = {
 }
 def family_of(game: str) -> str:
     return "arena" if game.startswith("textarena/") else GAME_FAMILIES.get(game, "board")
+
+
+@cache
+def demonstration(game: str) -> tuple[str, str]:
+    """One example turn of ``game``, to show before a model's own: the first mover's opening
+    observation (seed 0) and its first legal move written in the output format. It shows the
+    format, not good play. Raises ValueError for a game whose moves are free text."""
+    env = games.make(game)
+    env.reset(seed=0)
+    agent = env.agent_selection
+    if not choosable(env, agent):
+        raise ValueError(f"{game}'s moves are free text, with no legal move to show")
+    return env.observe(agent)["prompt"], demonstrated(env.legal_moves(agent)[0])
+
+
+def demonstrated(move: str) -> str:
+    """A move written as the example turn writes it."""
+    return f"I play {move}.\n\\boxed{{{move}}}"
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,7 @@ class SeatRole:
 
     game: str
     compact: bool = False  # plain-text state only, bare moves: for small models trained from scratch
+    demonstrate: bool = False  # one example turn (``demonstration``) before the seat's own, as a chat exchange
 
     @property
     def family(self) -> str:
@@ -89,14 +110,18 @@ class SeatRole:
             state = observation.split("\n\n", 1)[-1].splitlines()
             return "\n".join(line for line in state if not line.startswith(LEGAL_MOVES))
         fmt = TEXTARENA_FORMAT if self.family == "arena" else OUTPUT_FORMAT
-        return [
-            {"role": "system", "content": f"{FAMILY_BRIEFS[self.family]} {fmt}"},
-            {"role": "user", "content": observation},
-        ]
+        chat = [{"role": "system", "content": f"{FAMILY_BRIEFS[self.family]} {fmt}"}]
+        if self.demonstrate:  # a small pretrained model copies a format it has seen far more often than it follows one
+            shown, answer = demonstration(self.game)
+            chat += [{"role": "user", "content": shown}, {"role": "assistant", "content": answer}]
+        return [*chat, {"role": "user", "content": observation}]
 
     def format_move(self, move: str) -> str:
-        """A move written as the role's output format asks, for forced-choice scoring."""
-        return move if self.compact else f"\\boxed{{{move}}}"
+        """A move written as the role's output format asks (as its example turn writes it, when it
+        shows one), for forced-choice scoring: the exact strategy read is then what play writes."""
+        if self.compact:
+            return move
+        return demonstrated(move) if self.demonstrate else f"\\boxed{{{move}}}"
 
     def parse(self, env: AECEnv, agent: str, text: str, lenient: bool = False) -> Parsed:
         """Model output to a move for ``agent`` (see the module docstring); never raises."""

@@ -35,3 +35,15 @@ def train_killed_after(args: list[str], run_dir: Path, iteration: int) -> None:
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def two_short_iterations(example: str, run_dir: Path) -> list:
+    """Train two short iterations of ``examples/<example>`` (8 matches each) into ``run_dir``;
+    the episodes they played."""
+    from coevo.config import load_run_config
+    from coevo.train import Trainer
+    from marl.episode import read_jsonl
+
+    short = ["iterations=2", "rollout.matches=8", "rollout.concurrency=8", "eval.every=2", "eval.matches=4"]
+    Trainer(load_run_config(Path(__file__).parents[1] / "examples" / example, short), run_dir).run()
+    return [e for i in (1, 2) for e in read_jsonl(Path(run_dir) / f"episodes/iter_{i:06d}.jsonl")]

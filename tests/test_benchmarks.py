@@ -292,3 +292,19 @@ def test_collaboration_reports_solo_pair_silent_and_random_on_the_same_mazes():
         assert all(0 <= row[name] <= 1 for name in ("solo", "pair", "silent", "random"))
         assert row["gap"] == pytest.approx(row["solo"] - row["pair"]) and row["talk_gain"] == pytest.approx(row["pair"] - row["silent"])
     assert report["ratio_pair_to_silent"] > 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("population", [False, True])
+def test_learning_smollm2_reports_the_invalid_rate_and_the_win_rate_from_the_start(population, tmp_path):
+    stdout = run_benchmark("learning_smollm2.py", "--quick", *(["--population"] if population else []), "--plot", str(tmp_path / "c.png"))
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert report["population"] is population and report["iterations"] == 1 and len(report["invalid_rate"]) == 1
+    assert set(report["win_vs_random"]) == {"0", "1"}, "evaluated at the start and after the iteration"
+    assert 0 <= report["initial_invalid_rate"] <= 1 and 0 <= report["final_win_vs_random"] <= 1
+    assert report["initial_exploitability"] > 0 and report["seconds"] > 0
+    assert len(report["value_vs_random"]) == 2 and -2 <= report["final_value_vs_random"] <= 2
+    # exact chips per hand against random-legal play: a best response's, the equilibrium's, check-and-fold's
+    assert report["references_vs_random"] == pytest.approx({"best_response": 11 / 24, "nash": 5 / 36, "passive": -1 / 2})
+    assert set(report["members_final_win_vs_random"]) == ({"m0", "m1", "m2", "m3"} if population else set())
+    assert (tmp_path / "c.png").stat().st_size > 0

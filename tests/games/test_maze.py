@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 import games
 from games.maze import STEPS, HeuristicPlayer, cell_name, open_graph, read_move
 from games.play import RandomPlayer, play_match
+from tests.runs import two_short_iterations
 
 KNOBS = {"size": st.integers(2, 8), "density": st.floats(0.0, 0.4), "seed": st.integers(0, 2**16)}
 
@@ -98,14 +98,7 @@ def test_talking_closes_the_gap_silence_leaves_open():
 
 def test_the_tiny_example_trains_with_its_difficulty(tmp_path):
     """Two iterations of examples/maze_tiny.toml: its [game_options.maze] reach every match."""
-    from marl.episode import read_jsonl
-    from coevo.train import Trainer
-    from coevo.config import load_run_config
-
-    example = Path(__file__).parents[2] / "examples" / "maze_tiny.toml"
-    short = ["iterations=2", "rollout.matches=8", "rollout.concurrency=8", "eval.every=2", "eval.matches=4"]
-    Trainer(load_run_config(example, short), tmp_path).run()
-    episodes = [e for i in (1, 2) for e in read_jsonl(tmp_path / f"episodes/iter_{i:06d}.jsonl")]
+    episodes = two_short_iterations("maze_tiny.toml", tmp_path)
     assert len(episodes) == 16 and all(e.game == "maze" for e in episodes)
     assert all("The grid is 4x4" in e.turns[0].observation and "of 12." in e.turns[0].observation for e in episodes)
     for e in episodes:

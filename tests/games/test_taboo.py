@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
@@ -11,6 +10,7 @@ from hypothesis import strategies as st
 import games
 from games.play import RandomPlayer, play_match
 from games.taboo import VOCABULARY, WORDS, HeuristicPlayer, said_taboo
+from tests.runs import two_short_iterations
 
 
 def _env(seed: int, **options):
@@ -84,14 +84,7 @@ def test_the_scripted_pair_solves_most_episodes_and_random_play_rarely_does():
 
 def test_the_tiny_example_trains_cooperatively(tmp_path):
     """Two iterations of examples/taboo_tiny.toml: both seats earn the same unless one forfeits."""
-    from marl.episode import read_jsonl
-    from coevo.train import Trainer
-    from coevo.config import load_run_config
-
-    example = Path(__file__).parents[2] / "examples" / "taboo_tiny.toml"
-    short = ["iterations=2", "rollout.matches=8", "rollout.concurrency=8", "eval.every=2", "eval.matches=4"]
-    Trainer(load_run_config(example, short), tmp_path).run()
-    episodes = [e for i in (1, 2) for e in read_jsonl(tmp_path / f"episodes/iter_{i:06d}.jsonl")]
+    episodes = two_short_iterations("taboo_tiny.toml", tmp_path)
     assert len(episodes) == 16 and all(e.game == "taboo" for e in episodes)
     for e in episodes:  # a forfeit costs the offender its penalty and earns its partner nothing
         if e.forfeited_by:

@@ -106,3 +106,17 @@ def test_a_population_run_makes_its_games_with_their_options():
     assert config.game_kwargs("maze") == {"size": 3}
     plans, evaluation = PopulationPlan(population, 4, 2, config.games, {"maze": config.game_kwargs("maze")}).plan(1)
     assert len(plans) == 4 and all(p.game_kwargs == {"size": 3} for p in [*plans, *evaluation])
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (['mode="choose"'], "rollout.demonstration shows a free-text turn: it needs mode = 'generate'"),
+        (["rollout.compact_prompts=true"], "rollout.demonstration shows a free-text turn"),
+        (['games={maze=1.0}', "eval.every=0"], "rollout.demonstration: maze's moves are free text"),
+    ],
+)
+def test_a_demonstration_needs_a_free_text_seat_turn_with_a_legal_move_to_show(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(EXAMPLES / "kuhn_smollm2.toml", changes)
+    load_run_config(EXAMPLES / "kuhn_smollm2.toml")  # the example as it is

@@ -27,7 +27,7 @@ def test_a_self_play_run_logs_the_models_exact_exploitability_as_our_kuhn_analys
     trainer = Trainer(config, tmp_path)
     metrics = trainer.run()
     measure = next(m for m in trainer.measures if isinstance(m, OpenSpielExploitability))
-    read = measure.distributions(trainer.members["policy"], config.rollout.compact_prompts)
+    read = measure.distributions(trainer.members["policy"])
     assert len(read) == 12
     ours = float(kuhn_analysis.exploitability(as_our_strategy(read)))
     theirs = measure.analysis.exploitability(measure.env.game, measure.analysis.policy_from(measure.env.game, read))
@@ -60,7 +60,7 @@ def test_a_populations_mixture_is_reach_weighted_as_our_kuhn_analysis_averages_i
     assert len(mixture) >= 2  # the member and its snapshots
     measure = next(m for m in trainer.measures if isinstance(m, OpenSpielExploitability))
     players = trainer.players(set(mixture))
-    strategies = [as_our_strategy(measure.distributions(players[n], config.rollout.compact_prompts)) for n in mixture]
+    strategies = [as_our_strategy(measure.distributions(players[n])) for n in mixture]
     ours = kuhn_analysis.exploitability(kuhn_analysis.average(strategies, list(mixture.values())))
     assert metrics["kuhn_poker/population_exploitability"] == pytest.approx(float(ours), abs=1e-6)
 

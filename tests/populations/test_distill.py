@@ -43,10 +43,10 @@ def test_a_model_distilled_from_the_nash_equilibrium_is_nearly_unexploitable():
     dealt = [t.weight for t in targets if "Moves so far: none yet." in t.prompt]  # the first mover holding a card
     assert dealt == pytest.approx([1 / 3] * 3)
     policy, role, measure = load_tiny(), SeatRole(KUHN, compact=True), OpenSpielExploitability(KUHN)
-    member = SimpleNamespace(policy=policy, temperature=1.0, adapter=None, scripted=None)  # what a run's Member holds
+    member = SimpleNamespace(policy=policy, temperature=1.0, adapter=None, scripted=None, seat=SimpleNamespace(compact=True, demonstrate=False))  # what a run's Member holds
 
     def exploitability() -> float:
-        read = measure.distributions(member, compact=True)
+        read = measure.distributions(member)
         return measure.analysis.exploitability(env.game, measure.analysis.policy_from(env.game, read))
 
     before = exploitability()
@@ -93,8 +93,8 @@ def test_coevo_distill_saves_a_model_that_plays_the_runs_answer(tmp_path, kind):
     assert report["last_exploitability"] == pytest.approx(last[f"kuhn_poker/{prefix}exploitability"], abs=1e-6)
     assert len(report["kl"]) == 11 and report["kl"][-1] < report["kl"][0]
     measure, env = OpenSpielExploitability(KUHN), games.make(KUHN)
-    saved = SimpleNamespace(policy=load_hf(str(out)), temperature=1.0, adapter=None, scripted=None)
-    read = measure.distributions(saved, compact=True)
+    saved = SimpleNamespace(policy=load_hf(str(out)), temperature=1.0, adapter=None, scripted=None, seat=SimpleNamespace(compact=True, demonstrate=False))
+    read = measure.distributions(saved)
     assert measure.analysis.exploitability(env.game, measure.analysis.policy_from(env.game, read)) == pytest.approx(
         report["distilled_exploitability"], abs=1e-6
     )
@@ -147,7 +147,7 @@ def test_coevo_distill_takes_a_population_run_of_our_kuhn_poker(tmp_path, target
     assert report["game"] == "kuhn_poker" and report["target_exploitability"] == pytest.approx(last[logged], abs=1e-9)
     assert report["last_exploitability"] == pytest.approx(last["kuhn/m0/exploitability"], abs=1e-6)
     assert report["kl"][-1] < report["kl"][0]
-    saved = kuhn_strategy(load_hf(str(out)), compact=True)
+    saved = kuhn_strategy(load_hf(str(out)), role=SeatRole("kuhn_poker", compact=True))
     assert kuhn_analysis.exploitability(saved) == pytest.approx(report["distilled_exploitability"], abs=1e-6)
     refused = runner.invoke(app, ["distill", str(plain), "--out", str(tmp_path / "x"), "--target", "mixture"])
     assert refused.exit_code == 2 and "no population" in refused.output, refused.output

@@ -190,8 +190,9 @@ def test_an_oracle_ends_at_its_budget_or_on_a_plateau():
 def test_a_killed_population_run_resumes_exactly(tmp_path, weights):
     base = [
         "--set", "population.size=2", "--set", "population.pbt.every=2", "--set", "population.matchmaker=pfsp",
-        "--set", "population.snapshot_every=1", *weights,
-    ]  # fmt: skip
+        "--set", "population.snapshot_every=1", "--set", "eval.every=2", "--set", "eval.matches=4",
+        "--set", "eval.opponents=['random', 'past:1']", *weights,
+    ]  # fmt: skip  (past:1: each member's own weights one iteration ago, kept in the checkpoint)
     shrink = [arg for item in SHRINK for arg in ("--set", item)]
     config = [str(EXAMPLES / "kuhn_population.toml"), "--iterations", "5", *base, *shrink]
     whole = tmp_path / "whole"
@@ -207,6 +208,20 @@ def test_a_killed_population_run_resumes_exactly(tmp_path, weights):
         shard = f"episodes/iter_{i:06d}.jsonl"
         assert (killed / shard).read_text() == (whole / shard).read_text()
     assert (killed / "population.json").read_text() == (whole / "population.json").read_text()
+
+
+def test_every_member_of_a_population_is_evaluated_and_the_plain_keys_are_their_mean(tmp_path):
+    overrides = [
+        "iterations=1", "rollout.matches=8", "population.size=3", "population.eval_matches=0", "eval.every=1",
+        "eval.matches=4", "eval.opponents=['random', 'initial', 'past:1']",
+    ]  # fmt: skip
+    Trainer(load_run_config(EXAMPLES / "kuhn_population.toml", overrides), tmp_path / "run").run()
+    [record] = [r for r in events(tmp_path / "run") if r["kind"] == "iteration"]
+    names = ["m0", "m1", "m2"]
+    for opponent in ("random", "initial", "past:1"):
+        for result in ("return", "win", "draw", "loss"):
+            each = [record[f"eval/{name}/kuhn_poker/{opponent}/{result}"] for name in names]
+            assert record[f"eval/kuhn_poker/{opponent}/{result}"] == pytest.approx(sum(each) / 3), (opponent, result)
 
 
 @pytest.mark.parametrize(
