@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 
 def events(run_dir: Path) -> list[dict]:
@@ -47,3 +48,9 @@ def two_short_iterations(example: str, run_dir: Path) -> list:
     short = ["iterations=2", "rollout.matches=8", "rollout.concurrency=8", "eval.every=2", "eval.matches=4"]
     Trainer(load_run_config(Path(__file__).parents[1] / "examples" / example, short), run_dir).run()
     return [e for i in (1, 2) for e in read_jsonl(Path(run_dir) / f"episodes/iter_{i:06d}.jsonl")]
+
+
+def scored_member(policy, compact: bool = False, demonstrate: bool = False) -> SimpleNamespace:
+    """What a run's Member holds that reading its exact strategy needs: a model, played unscripted
+    at temperature 1 without an adapter, prompted as its seat is."""
+    return SimpleNamespace(policy=policy, temperature=1.0, adapter=None, scripted=None, seat=SimpleNamespace(compact=compact, demonstrate=demonstrate))

@@ -3,7 +3,6 @@
 import json
 from fractions import Fraction
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -15,6 +14,7 @@ from coevo.evaluators import OpenSpielExploitability  # noqa: E402
 from marl.models import load_tiny  # noqa: E402
 from coevo.distill import Target, distill, targets_from, weighted_kl  # noqa: E402
 from roles.seat import SeatRole  # noqa: E402
+from tests.runs import scored_member  # noqa: E402
 
 KUHN = "openspiel/kuhn_poker"
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -43,7 +43,7 @@ def test_a_model_distilled_from_the_nash_equilibrium_is_nearly_unexploitable():
     dealt = [t.weight for t in targets if "Moves so far: none yet." in t.prompt]  # the first mover holding a card
     assert dealt == pytest.approx([1 / 3] * 3)
     policy, role, measure = load_tiny(), SeatRole(KUHN, compact=True), OpenSpielExploitability(KUHN)
-    member = SimpleNamespace(policy=policy, temperature=1.0, adapter=None, scripted=None, seat=SimpleNamespace(compact=True, demonstrate=False))  # what a run's Member holds
+    member = scored_member(policy, compact=True)
 
     def exploitability() -> float:
         read = measure.distributions(member)
@@ -93,7 +93,7 @@ def test_coevo_distill_saves_a_model_that_plays_the_runs_answer(tmp_path, kind):
     assert report["last_exploitability"] == pytest.approx(last[f"kuhn_poker/{prefix}exploitability"], abs=1e-6)
     assert len(report["kl"]) == 11 and report["kl"][-1] < report["kl"][0]
     measure, env = OpenSpielExploitability(KUHN), games.make(KUHN)
-    saved = SimpleNamespace(policy=load_hf(str(out)), temperature=1.0, adapter=None, scripted=None, seat=SimpleNamespace(compact=True, demonstrate=False))
+    saved = scored_member(load_hf(str(out)), compact=True)
     read = measure.distributions(saved)
     assert measure.analysis.exploitability(env.game, measure.analysis.policy_from(env.game, read)) == pytest.approx(
         report["distilled_exploitability"], abs=1e-6

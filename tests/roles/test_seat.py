@@ -180,17 +180,15 @@ def test_a_demonstrated_seat_is_scored_as_it_plays_the_move_written_as_its_examp
     """Forced-choice scoring reads the exact strategy: with a demonstration each move is scored
     written the demonstrated way, after the demonstrated prompt, so the strategy logged is the
     one play draws from, not one of prompts the member never sees."""
-    from types import SimpleNamespace
-
     from coevo.evaluators import strategy_of
     from marl.evaluate import kuhn_strategy
     from marl.models import load_tiny
+    from tests.runs import scored_member
 
     shown = SeatRole("kuhn_poker", demonstrate=True)
     assert shown.format_move("bet") == demonstration("kuhn_poker")[1].replace("check", "bet") == "I play bet.\n\\boxed{bet}"
     policy = load_tiny()
-    member = SimpleNamespace(policy=policy, temperature=1.0, adapter=None, scripted=None, seat=SimpleNamespace(compact=False, demonstrate=True))
-    read = strategy_of(member)
+    read = strategy_of(scored_member(policy, demonstrate=True))
     assert read == kuhn_strategy(policy, role=shown)
     assert read != kuhn_strategy(policy, role=SeatRole("kuhn_poker")), "the plain prompt is another policy"
 
