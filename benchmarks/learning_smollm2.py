@@ -9,7 +9,7 @@ model's, measured in the same run.
 ``--population`` trains examples/kuhn_smollm2_population.toml (four LoRA members, PFSP) instead of
 examples/kuhn_smollm2.toml; its rates and values are the means over members (each member's final
 win rate is listed too). ``--run-dir DIR`` reads a finished run instead of training one (its seconds
-then run from the start event to the end: without loading the model); ``--plot PATH`` draws the
+then run from the start event to the last: without loading the model); ``--plot PATH`` draws the
 curves (docs/smollm2_kuhn.png).
 
     python benchmarks/learning_smollm2.py [--population] [--run-dir DIR] [--plot PATH] [--quick] [--set KEY=VALUE ...]
@@ -152,9 +152,9 @@ def main() -> None:
         run_dir = args.run_dir or Path(scratch) / "run"
         seconds = None if args.run_dir else train(CONFIGS[args.population], overrides, run_dir)
         report = {"benchmark": "learning_smollm2", "population": args.population, **summary(run_dir)}
-    if seconds is None:  # a finished run: its own start and end
+    if seconds is None:  # a finished run: its start to its last event (the end, or the last iteration of one stopped)
         events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-        stamps = [np.datetime64(r["timestamp"].rstrip("Z")) for r in events if r["kind"] in ("start", "end")]
+        stamps = [np.datetime64(r["timestamp"].rstrip("Z")) for r in events]
         seconds = float((stamps[-1] - stamps[0]) / np.timedelta64(1, "s"))
     report["seconds"] = seconds
     if args.plot:

@@ -15,9 +15,8 @@ from rich.rule import Rule
 
 from analysis.printable import printable
 from marl.episode import Episode, Turn
-from marl.rollout import MatchSpec, SeatSpec
+from marl.rollout import MatchSpec, SeatSpec, prompted_role
 from marl.scripted import HumanPolicy, invalid_move_costs
-from roles import role_for
 
 SEEN_LINES = 12  # of the observation, after the rules, unless --show-prompt
 
@@ -56,7 +55,7 @@ class TranscriptPrinter:
         if _human(seat):
             pass  # they were shown the state as they were asked, and no model prompt
         elif self.show_prompt:
-            messages = role_for(spec.game, turn.seat, seat.compact).messages(turn.observation)
+            messages = prompted_role(spec, turn.seat, turn.index).messages(turn.observation)
             for message in [{"role": "prompt", "content": messages}] if isinstance(messages, str) else messages:
                 self.console.print(f"[cyan]{message['role']}:[/cyan]\n{shown(message['content'])}")
         else:

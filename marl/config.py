@@ -23,7 +23,7 @@ from marl.estimators import ESTIMATORS, OUTCOME_ESTIMATORS
 from marl.learner import OptimConfig
 from marl.players import MODELS, check_hf_model
 from marl.trackers import TRACKERS
-from roles.seat import InvalidMoves, demonstration
+from roles.seat import InvalidMoves, demonstrations
 
 
 FILE_KEYS = {  # keys of a config file that are not config values: how files compose, as the schema documents them
@@ -102,7 +102,8 @@ class RolloutConfig(Strict):
         False,
         description="free text: show one example turn (the game's opening state and a legal move in \\boxed{}) "
         "before the model's own, as a chat exchange: SmolLM2-135M then writes the format about a fifth of the time "
-        "instead of almost never; it also copies the example's move, which self-play may lock in (docs/training.md)",
+        "instead of almost never; it also copies the example's move, so that move is drawn per turn among the legal "
+        "opening moves (docs/training.md)",
     )
 
     parse: Literal["strict", "lenient"] = Field(
@@ -337,7 +338,7 @@ class TrainConfig(Strict):
             if game == "task_forge" or game.startswith(("graph/", "textarena/")):
                 raise ValueError(f"rollout.demonstration: {game} has no seat turn to demonstrate (competitive games with move lists only)")
             try:
-                demonstration(game)
+                demonstrations(game)
             except ValueError as error:
                 raise ValueError(f"rollout.demonstration: {error}") from None
         return self

@@ -40,23 +40,29 @@ def kuhn_infoset(key: str) -> tuple[Any, str]:
     return env, env.possible_agents[seat]
 
 
-def _infoset_request(key: str, sampling: Sampling, adapter: str | None, role: SeatRole) -> tuple[Request, list[str]]:
-    env, agent = kuhn_infoset(key)
-    request = Request(role.messages(env.observe(agent)["prompt"]), sampling, adapter, env=env, agent=agent)
-    return request, env.legal_moves(agent)
-
-
 def kuhn_strategy(
     policy: Policy, temperature: float = 1.0, adapter: str | None = None, role: SeatRole = SeatRole("kuhn_poker")
 ) -> dict[str, float]:
     """Probability of the aggressive move (bet or call) at each information set, ``role`` prompting
     the policy as it plays."""
-    asked = [_infoset_request(key, Sampling(temperature), adapter, role) for key in kuhn_analysis.INFOSETS]
-    read = move_probabilities(policy, asked, role, temperature)
-    strategy = {}
-    for key, (_, legal), probs in zip(kuhn_analysis.INFOSETS, asked, read):
-        strategy[key] = float(probs[legal.index("bet" if "bet" in legal else "call")])
-    return strategy
+    states = [kuhn_infoset(key) for key in kuhn_analysis.INFOSETS]
+    asked = [(env.observe(agent)["prompt"], env.legal_moves(agent)) for env, agent in states]
+    read = strategy_read(policy, asked, role, Sampling(temperature), adapter)
+    return {key: float(probs[legal.index("bet" if "bet" in legal else "call")])
+            for key, (_, legal), probs in zip(kuhn_analysis.INFOSETS, asked, read)}  # fmt: skip
+
+
+def strategy_read(
+    policy: Policy, asked: Sequence[tuple[str, Sequence[str]]], role: SeatRole, sampling: Sampling, adapter: str | None
+) -> list[np.ndarray]:
+    """The move distribution play draws from at each (observation, legal moves) of ``asked``, as
+    ``role`` prompts them: the mean over the role's variants (its example turns, drawn uniformly
+    per turn in play), every variant scored in one batched call."""
+    variants = role.variants
+    requests = [(Request(v.messages(shown), sampling, adapter), legal) for v in variants for shown, legal in asked]
+    probs = move_probabilities(policy, requests, role, sampling.temperature)
+    n = len(asked)
+    return [np.mean([probs[k * n + i] for k in range(len(variants))], axis=0) for i in range(n)]
 
 
 def move_probabilities(

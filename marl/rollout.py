@@ -49,7 +49,7 @@ class SeatSpec:
     adapter: str | None = None
     invalid: InvalidMoves = InvalidMoves()
     compact: bool = False  # compact prompts (roles.seat.SeatRole): plain-text state, bare moves
-    demonstrate: bool = False  # free text: an example turn first (roles.seat.demonstration)
+    demonstrate: bool = False  # free text: an example turn first (roles.seat.demonstrations), drawn per turn
     parse: Literal["strict", "lenient"] = "strict"  # lenient: output naming exactly one move is read as it
     max_output_chars: int = ACTION_MAX_CHARS  # longer output is cut to this before it is parsed
     version: int = 0  # the learner updates its weights have had, recorded on every turn it plays
@@ -98,6 +98,15 @@ def choose(scored: list[Response], temperature: float, rng: np.random.Generator)
     return pick, float(np.log(probs[pick]))
 
 
+def prompted_role(spec: MatchSpec, seat: str, turn: int) -> SeatRole | ForgeRole:
+    """The role ``seat``'s player is prompted as at turn ``turn`` of match ``spec``: shown an example
+    turn (``demonstrate``), the example drawn by the match's seed and the turn's index, apart from
+    the sampling seed, so a replay or a transcript shows the same one."""
+    who = spec.seats[seat]
+    role = role_for(spec.game, seat, who.compact, who.demonstrate)
+    return role.drawn(derive_seed(spec.seed, turn, 1)) if who.demonstrate else role
+
+
 class _Live:
     """One match in flight: its env, the turns so far, and the running returns."""
 
@@ -144,8 +153,8 @@ class _Live:
 
     @property
     def role(self) -> SeatRole | ForgeRole:
-        """The role of the seat to move, as its player is prompted."""
-        return role_for(self.spec.game, self.agent, self.seat.compact, self.seat.demonstrate)
+        """The role of the seat to move, as its player is prompted this turn."""
+        return prompted_role(self.spec, self.agent, len(self.turns))
 
     def request(self) -> Request:
         observation = self.env.observe(self.agent)["prompt"]

@@ -18,7 +18,7 @@ an invalid move with a reason — never an exception — and costs what the conf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Literal
 
@@ -48,16 +48,19 @@ def family_of(game: str) -> str:
 
 
 @cache
-def demonstration(game: str) -> tuple[str, str]:
-    """One example turn of ``game``, to show before a model's own: the first mover's opening
-    observation (seed 0) and its first legal move written in the output format. It shows the
-    format, not good play. Raises ValueError for a game whose moves are free text."""
+def demonstrations(game: str) -> tuple[tuple[str, str], ...]:
+    """The example turns of ``game`` to show before a model's own, one per legal opening move:
+    the first mover's opening observation (seed 0) and that move written in the output format.
+    They show the format, not good play; a turn is shown one of them, drawn per turn, so a model
+    that copies its example copies every opening move equally often instead of one. Raises
+    ValueError for a game whose moves are free text."""
     env = games.make(game)
     env.reset(seed=0)
     agent = env.agent_selection
     if not choosable(env, agent):
         raise ValueError(f"{game}'s moves are free text, with no legal move to show")
-    return env.observe(agent)["prompt"], demonstrated(env.legal_moves(agent)[0])
+    shown = env.observe(agent)["prompt"]
+    return tuple((shown, demonstrated(move)) for move in env.legal_moves(agent))
 
 
 def demonstrated(move: str) -> str:
@@ -92,7 +95,8 @@ class SeatRole:
 
     game: str
     compact: bool = False  # plain-text state only, bare moves: for small models trained from scratch
-    demonstrate: bool = False  # one example turn (``demonstration``) before the seat's own, as a chat exchange
+    demonstrate: bool = False  # one example turn (``demonstrations``) before the seat's own, as a chat exchange
+    example: int = 0  # which of them (``drawn``)
 
     @property
     def family(self) -> str:
@@ -112,9 +116,22 @@ class SeatRole:
         fmt = TEXTARENA_FORMAT if self.family == "arena" else OUTPUT_FORMAT
         chat = [{"role": "system", "content": f"{FAMILY_BRIEFS[self.family]} {fmt}"}]
         if self.demonstrate:  # a small pretrained model copies a format it has seen far more often than it follows one
-            shown, answer = demonstration(self.game)
+            shown, answer = demonstrations(self.game)[self.example]
             chat += [{"role": "user", "content": shown}, {"role": "assistant", "content": answer}]
         return [*chat, {"role": "user", "content": observation}]
+
+    def drawn(self, seed: int) -> SeatRole:
+        """The role as a turn seeded ``seed`` prompts it: showing one example turn of its game,
+        drawn by the seed (reproducible, and each shown equally often over many turns)."""
+        return replace(self, example=seed % len(demonstrations(self.game))) if self.demonstrate else self
+
+    @property
+    def variants(self) -> tuple[SeatRole, ...]:
+        """Every way a turn may prompt this role: one per example turn, or itself alone. Play draws
+        among them uniformly, so a strategy read is their mean."""
+        if not self.demonstrate:
+            return (self,)
+        return tuple(replace(self, example=k) for k in range(len(demonstrations(self.game))))
 
     def format_move(self, move: str) -> str:
         """A move written as the role's output format asks (as its example turn writes it, when it

@@ -8,7 +8,7 @@ import games
 from games.core import bare
 from games.negotiation import read_move
 from games.formats import extract_answer
-from roles.seat import InvalidMoves, SeatRole, demonstration, family_of
+from roles.seat import InvalidMoves, SeatRole, demonstrations, family_of
 
 
 @pytest.mark.parametrize(
@@ -155,41 +155,94 @@ DEMONSTRABLE = [g for g in games.list() if not g.startswith(("graph/", "textaren
 
 
 @pytest.mark.parametrize("game", DEMONSTRABLE)
-def test_a_demonstration_is_a_legal_move_in_the_format_or_refused_for_free_text(game):
+def test_the_demonstrations_are_every_legal_opening_move_in_the_format_or_refused_for_free_text(game):
     env = games.make(game)
     env.reset(seed=0)
     agent = env.agent_selection
     if env.move_names is None and not env.choosable(agent):
         with pytest.raises(ValueError, match="moves are free text"):
-            demonstration(game)
+            demonstrations(game)
         return
-    shown, answer = demonstration(game)
-    assert shown == env.observe(agent)["prompt"]
-    parsed = SeatRole(game).parse(env, agent, answer)
-    assert parsed.valid and "\\boxed{" in answer and parsed.move in env.legal_moves(agent)
+    shown = demonstrations(game)
+    assert {example for example, _ in shown} == {env.observe(agent)["prompt"]}
+    moves = [SeatRole(game).parse(env, agent, answer) for _, answer in shown]
+    assert all(p.valid for p in moves) and all("\\boxed{" in answer for _, answer in shown)
+    assert [p.move for p in moves] == env.legal_moves(agent)
 
 
-def test_a_demonstrated_prompt_shows_the_example_turn_between_the_brief_and_the_state():
-    plain, shown = SeatRole("kuhn_poker").messages("state"), SeatRole("kuhn_poker", demonstrate=True).messages("state")
-    example, answer = demonstration("kuhn_poker")
-    assert shown == [plain[0], {"role": "user", "content": example}, {"role": "assistant", "content": answer}, plain[1]]
+def test_a_demonstrated_prompt_shows_the_drawn_example_turn_between_the_brief_and_the_state():
+    plain = SeatRole("kuhn_poker").messages("state")
+    for k, (example, answer) in enumerate(demonstrations("kuhn_poker")):
+        shown = SeatRole("kuhn_poker", demonstrate=True).drawn(k).messages("state")
+        assert shown == [plain[0], {"role": "user", "content": example}, {"role": "assistant", "content": answer}, plain[1]]
+    assert [a for _, a in demonstrations("kuhn_poker")] == ["I play check.\n\\boxed{check}", "I play bet.\n\\boxed{bet}"]
     assert SeatRole("kuhn_poker", compact=True, demonstrate=True).messages("rules\n\nstate") == "state"
+    assert SeatRole("kuhn_poker").drawn(1) == SeatRole("kuhn_poker") and SeatRole("kuhn_poker").variants == (SeatRole("kuhn_poker"),)
 
 
-def test_a_demonstrated_seat_is_scored_as_it_plays_the_move_written_as_its_example_writes_it():
+def shown_examples(seeds, on_turn=None) -> list[str]:
+    """The example answer each turn of Kuhn matches (random players, demonstrated seats) showed."""
+    from games.play import RandomPlayer
+    from marl.rollout import MatchSpec, RolloutEngine, SeatSpec
+    from marl.scripted import ScriptedPolicy
+
+    shown = []
+
+    class Seen(ScriptedPolicy):
+        def act(self, requests):
+            shown.extend(r.messages[2]["content"] for r in requests)
+            return super().act(requests)
+
+    seat = SeatSpec(Seen("random", RandomPlayer), "random", demonstrate=True)
+    RolloutEngine(on_turn=on_turn).play([MatchSpec("kuhn_poker", s, {"player_0": seat, "player_1": seat}) for s in seeds])
+    return shown
+
+
+def test_play_draws_the_example_per_turn_reproducibly_and_shows_each_move_about_equally():
+    """Shown one fixed example, SmolLM2 copies its move and self-play locks it in (docs/training.md):
+    the move shown is drawn per turn by the match's seed and the turn's index."""
+    first = shown_examples(range(200))
+    assert first == shown_examples(range(200)), "the same matches show the same examples"
+    bets = sum("bet" in answer for answer in first) / len(first)
+    assert 0.4 < bets < 0.6, bets
+
+
+def test_a_transcript_shows_the_example_each_turn_was_shown():
+    import io
+
+    from rich.console import Console
+
+    from coevo.transcript import TranscriptPrinter
+
+    out = io.StringIO()
+    printer = TranscriptPrinter(Console(file=out, width=400), show_prompt=True)
+    shown = shown_examples([3, 4, 5], on_turn=printer.turn)
+    printed = [line for line in out.getvalue().splitlines() if line.startswith("I play ")]
+    assert printed == [answer.splitlines()[0] for answer in shown] and len(set(printed)) == 2
+
+
+def test_a_demonstrated_seat_is_scored_as_it_plays_the_mean_over_its_examples():
     """Forced-choice scoring reads the exact strategy: with a demonstration each move is scored
-    written the demonstrated way, after the demonstrated prompt, so the strategy logged is the
-    one play draws from, not one of prompts the member never sees."""
+    written the demonstrated way, after each example turn play may show, and the strategy logged
+    is their mean (play draws them uniformly), not one of prompts the member never sees."""
     from coevo.evaluators import strategy_of
-    from marl.evaluate import kuhn_strategy
+    from games.kuhn_analysis import INFOSETS
+    from marl.evaluate import kuhn_infoset, kuhn_strategy, move_probabilities
     from marl.models import load_tiny
+    from marl.policy import Request
     from tests.runs import scored_member
 
     shown = SeatRole("kuhn_poker", demonstrate=True)
-    assert shown.format_move("bet") == demonstration("kuhn_poker")[1].replace("check", "bet") == "I play bet.\n\\boxed{bet}"
+    assert shown.format_move("bet") == "I play bet.\n\\boxed{bet}"
     policy = load_tiny()
     read = strategy_of(scored_member(policy, demonstrate=True))
-    assert read == kuhn_strategy(policy, role=shown)
+    each = []  # the probability of bet or call after each example, scored one at a time
+    for example in shown.variants:
+        states = [kuhn_infoset(key) for key in INFOSETS]
+        asked = [(Request(example.messages(env.observe(agent)["prompt"])), env.legal_moves(agent)) for env, agent in states]
+        each.append([probs[1] for probs in move_probabilities(policy, asked, example, 1.0)])  # check/fold, bet/call
+    assert list(read.values()) == pytest.approx([(a + b) / 2 for a, b in zip(*each)], abs=1e-6)
+    assert each[0] != pytest.approx(each[1], abs=1e-6), "the examples prompt different policies"
     assert read != kuhn_strategy(policy, role=SeatRole("kuhn_poker")), "the plain prompt is another policy"
 
 
