@@ -51,7 +51,7 @@ def main() -> None:
     concurrency = 128
     local = LocalPool(concurrency)
     start = time.perf_counter()
-    ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
     pool = RayPool(PoolConfig(kind="ray", rollout_workers=args.workers, rollout=Resources(cpus=1)), concurrency)
     pool.play(plans(args.workers), players)  # the workers are up and have built their models
     startup = time.perf_counter() - start

@@ -281,8 +281,8 @@ class RayPool:
         layouts[0] += [_bundle(config.rollout)] * config.rollout_workers
         bundles = [b for layout in layouts for b in layout]
         if self.started_ray:
-            ray.init(
-                address=config.address, num_cpus=None if config.address else _local_cpus(config, bundles),
+            ray.init(  # no address: a Ray of its own, not whichever cluster this machine started last
+                address=config.address or "local", num_cpus=None if config.address else _local_cpus(config, bundles),
                 num_gpus=None if config.address else config.num_gpus, include_dashboard=False,
                 log_to_driver=False,
             )  # fmt: skip

@@ -75,7 +75,7 @@ RAY = ["pool.kind='ray'", "pool.rollout.cpus=0.5", "pool.learner.cpus=0.5"]
 @pytest.fixture(scope="module")
 def cluster():
     """One Ray for the module's runs: killed runs join it from their own process by its address."""
-    context = ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+    context = ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=False)
     yield context.address_info["gcs_address"]
     ray.shutdown()
 

@@ -99,7 +99,7 @@ def test_the_check_sees_a_worker_sampling_the_wrong_weights(tmp_path, monkeypatc
 @pytest.mark.parametrize("schedule", ["sync", "async"])
 def test_members_train_on_their_own_samples_ray(tmp_path, schedule):
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     try:
         run_dir = tmp_path / "run"
         trainer, kept = train_keeping_versions(run_dir, [*RAY, *(ASYNC if schedule == "async" else [])])
