@@ -28,7 +28,7 @@ from games.play import derive_seed
 from games.task_forge.families import FAMILIES, Task, heldout
 from games.task_forge.players import SkilledExecutor
 from marl.evaluate import kuhn_strategy, results_against, strategy_read
-from marl.policy import Sampling
+from marl.policy import Request, Sampling
 from marl.rollout import MatchSpec, RolloutEngine
 from marl.hf import HFPolicy
 from marl.learner import load_weights, trainable_weights
@@ -314,8 +314,9 @@ class OpenSpielExploitability:
         """``member``'s move probabilities at every information state: a model's as forced choice
         plays them, a random player's uniform; None for a player we cannot read."""
         if isinstance(member.policy, HFPolicy):
-            asked = [(s.prompt, s.moves) for s in self.states]
-            read = strategy_read(member.policy, asked, seat_role(member, self.game), Sampling(member.temperature), member.adapter)
+            sampling = Sampling(member.temperature)
+            asked = [(Request(s.prompt, sampling, member.adapter), s.moves) for s in self.states]
+            read = strategy_read(member.policy, asked, seat_role(member, self.game), member.temperature)
             probs = [p.astype(float) for p in read]
             return {s.key: (p / p.sum()).tolist() for s, p in zip(self.states, probs)}  # sums to 1 in float64, as analysed
         if member.scripted is not None and member.scripted.name == "random":

@@ -10,6 +10,7 @@ log-probs at the policy's sampling temperature — the forced-choice policy itse
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -46,21 +47,25 @@ def kuhn_strategy(
     """Probability of the aggressive move (bet or call) at each information set, ``role`` prompting
     the policy as it plays."""
     states = [kuhn_infoset(key) for key in kuhn_analysis.INFOSETS]
-    asked = [(env.observe(agent)["prompt"], env.legal_moves(agent)) for env, agent in states]
-    read = strategy_read(policy, asked, role, Sampling(temperature), adapter)
+    sampling = Sampling(temperature)
+    asked = [
+        (Request(env.observe(agent)["prompt"], sampling, adapter, env=env, agent=agent), env.legal_moves(agent))
+        for env, agent in states
+    ]
+    read = strategy_read(policy, asked, role, temperature)
     return {key: float(probs[legal.index("bet" if "bet" in legal else "call")])
             for key, (_, legal), probs in zip(kuhn_analysis.INFOSETS, asked, read)}  # fmt: skip
 
 
 def strategy_read(
-    policy: Policy, asked: Sequence[tuple[str, Sequence[str]]], role: SeatRole, sampling: Sampling, adapter: str | None
+    policy: Policy, asked: Sequence[tuple[Request, Sequence[str]]], role: SeatRole, temperature: float
 ) -> list[np.ndarray]:
-    """The move distribution play draws from at each (observation, legal moves) of ``asked``, as
-    ``role`` prompts them: the mean over the role's variants (its example turns, drawn uniformly
-    per turn in play), every variant scored in one batched call."""
+    """The move distribution play draws from at each (request, legal moves) of ``asked``, each
+    request's messages the observation ``role`` prompts from: the mean over the role's variants
+    (its example turns, drawn uniformly per turn in play), every variant scored in one batched call."""
     variants = role.variants
-    requests = [(Request(v.messages(shown), sampling, adapter), legal) for v in variants for shown, legal in asked]
-    probs = move_probabilities(policy, requests, role, sampling.temperature)
+    prompted = [(replace(r, messages=v.messages(r.messages)), legal) for v in variants for r, legal in asked]
+    probs = move_probabilities(policy, prompted, role, temperature)
     n = len(asked)
     return [np.mean([probs[k * n + i] for k in range(len(variants))], axis=0) for i in range(n)]
 

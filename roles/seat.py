@@ -123,7 +123,8 @@ class SeatRole:
     def drawn(self, seed: int) -> SeatRole:
         """The role as a turn seeded ``seed`` prompts it: showing one example turn of its game,
         drawn by the seed (reproducible, and each shown equally often over many turns)."""
-        return replace(self, example=seed % len(demonstrations(self.game))) if self.demonstrate else self
+        variants = self.variants
+        return variants[seed % len(variants)]
 
     @property
     def variants(self) -> tuple[SeatRole, ...]:

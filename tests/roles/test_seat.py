@@ -262,3 +262,18 @@ def test_smollm2_writes_the_format_when_shown_it_and_almost_never_when_told(smol
         texts = [r.text for r in smollm2.act(requests)]
         valid[demonstrate] = sum(role.parse(env, env.agent_selection, t).valid for t in texts)
     assert valid[False] <= 2 and valid[True] >= 4, valid
+
+
+@pytest.mark.parametrize("demonstrate", [False, True])
+def test_a_scripted_players_strategy_is_read_exactly_from_the_game_it_is_asked_in(demonstrate):
+    """Scripted players answer from the live game a request carries, not from its text: the strategy
+    read hands every variant's request the information set's env."""
+    from games import SCRIPTED_PLAYERS, kuhn_analysis
+    from marl.evaluate import kuhn_strategy
+    from marl.scripted import ScriptedPolicy
+
+    for name in ("always_bet", "never_bluff"):
+        policy = ScriptedPolicy(name, SCRIPTED_PLAYERS["kuhn_poker"][name])
+        known = getattr(kuhn_analysis, name)()
+        read = kuhn_strategy(policy, role=SeatRole("kuhn_poker", demonstrate=demonstrate))
+        assert read == {key: float(known[key]) for key in read}
