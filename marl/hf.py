@@ -1,8 +1,9 @@
 """A Hugging Face causal LM as a batched :class:`~marl.policy.Policy`.
 
-Prompts in a batch mostly start alike (system prompt, then the game's rules): that shared prefix
-is computed once and its KV cache shared by every row, then the rest of each row is left-padded
-after it (position ids count real tokens only, so the padding hole changes nothing).
+Prompts in a batch mostly start alike (system prompt, the game's rules, an example turn): rows
+that share their adapter and their first P tokens form a group (:func:`prefix_groups`), each
+group's start is computed once and its KV cache shared by its rows, then the rest of each row is
+left-padded after it (position ids count real tokens only, so the padding hole changes nothing).
 
 ``act`` is one ``model.generate`` call for the whole batch: sampling settings
 per request (a logits processor draws each row's token with its own temperature and top-p), and
@@ -233,32 +234,25 @@ class HFPolicy:
         """The shared prefix's cache for the forward pass; under gradient checkpointing, no cache at all."""
         return {"cache": batch.cache} if batch.cache is not None else {} if share else {"use_cache": False}
 
-    def _shared_start(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None], share: bool) -> tuple[int, Cache | None]:
-        """How many leading tokens all ``rows`` share, and their KV cache (one row), when worth
-        running once: ``keep`` tokens at the end of each row are never part of it. Rows with
-        different adapters cannot share a cache (the prefix's keys differ per adapter), and neither
-        can a pass under gradient checkpointing (``share = False``: its layers drop caches)."""
-        shortest = min(map(len, rows)) - keep
-        shared = 0
-        while shared < shortest and len({row[shared] for row in rows}) == 1:
-            shared += 1
-        if not share or len(rows) == 1 or shared < PREFIX_MIN or len(set(adapters)) > 1:
-            return 0, None
-        prefix = torch.tensor([rows[0][:shared]], device=self.device)  # (1, P)
-        out = self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **self._adapters_for(adapters[:1]))
-        return shared, out.cache
+    def _prefix_cache(self, prefixes: list[list[int]], adapters: Sequence[str | None]) -> Cache:
+        """The KV cache of each prefix (all of one length) under its adapter: one forward pass."""
+        ids = torch.tensor(prefixes, device=self.device)  # (G, P)
+        return self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **self._adapters_for(adapters)).cache
 
     def _prepare(self, rows: list[list[int]], keep: int, adapters: Sequence[str | None], share: bool = True) -> _Batch:
-        """Inputs for a batch whose rows often share a long start (system prompt and rules): the
-        shared start run once (:meth:`_shared_start`) and its KV cache repeated for every row, the
-        rest of each row left-padded after it."""
-        shared, cache = self._shared_start(rows, keep, adapters, share)
-        if cache is None:
+        """Inputs for a batch whose rows often start alike (system prompt, rules, an example turn):
+        each group's start run once (:func:`prefix_groups`: one per adapter and per way the rows'
+        first P tokens differ, e.g. the example's move) and its KV cache copied to the group's
+        rows, the rest of each row left-padded after it. One call still decodes every row."""
+        shared, owner = prefix_groups(rows, keep, adapters) if share else (0, [])
+        if not shared:
             ids, mask = self._left_pad(rows)
             return _Batch(ids, mask, 0, None)
+        firsts = [owner.index(g) for g in range(max(owner) + 1)]  # each group's first row
+        cache = self._prefix_cache([rows[i][:shared] for i in firsts], [adapters[i] for i in firsts])
+        cache.batch_select_indices(torch.tensor(owner, device=self.device))
         suffix_ids, suffix_mask = self._left_pad([row[shared:] for row in rows])  # (B, S)
-        cache.batch_repeat_interleave(len(rows))
-        ids = torch.cat([torch.tensor([rows[0][:shared]], device=self.device).expand(len(rows), -1), suffix_ids], dim=1)  # (B, P + S)
+        ids = torch.cat([torch.tensor([row[:shared] for row in rows], device=self.device), suffix_ids], dim=1)  # (B, P + S)
         mask = torch.cat([suffix_mask.new_ones((len(rows), shared)), suffix_mask], dim=1)
         return _Batch(ids, mask, shared, cache)
 
@@ -367,20 +361,23 @@ class HFPolicy:
         self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], share: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """:meth:`_completion_pass` with each row run whole: packed end to end after the batch's
-        shared start (:mod:`marl.packing`), or left-padded for a model whose attention the packed
+        start of its group (:mod:`marl.packing`: a bin holds one group), or left-padded for a model whose attention the packed
         mask does not fit (not SDPA, or sliding windows)."""
         if supports(self.model.config) is not None:
             return self._padded_rows(prompts, completions, adapters, share)
         k = max(map(len, completions))
         rows = [p + c for p, c in zip(prompts, completions)]
-        shared, cache = self._shared_start(rows, k + 1, adapters, share)
-        packed = pack([row[shared:] for row in rows], adapters, k, shared, self.pad_id)
+        shared, owner = prefix_groups(rows, k + 1, adapters) if share else (0, [])
+        packed = pack([row[shared:] for row in rows], adapters, k, shared, self.pad_id, owner or None)  # a bin holds one group
         segments = torch.tensor(packed.segments, device=self.device)  # (G, W)
         width = segments.shape[1]
         own_row = (segments[:, :, None] == segments[:, None, :]) & torch.ones(width, width, dtype=torch.bool, device=self.device).tril()
         mask = torch.cat([own_row.new_ones((len(segments), width, shared)), own_row], dim=-1)[:, None]  # (G, 1, W, P + W)
-        if cache is not None:
-            cache.batch_repeat_interleave(len(segments))
+        cache = None
+        if shared:
+            firsts = [owner.index(g) for g in range(max(owner) + 1)]
+            cache = self._prefix_cache([rows[i][:shared] for i in firsts], [adapters[i] for i in firsts])
+            cache.batch_select_indices(torch.tensor([owner[bin_[0]] for bin_ in packed.segments], device=self.device))
         predicting = torch.tensor(packed.predicting, device=self.device)  # (N, K)
         with _output_layer_only_at(self.model, predicting.flatten()):
             logits = self.model(
@@ -395,7 +392,7 @@ class HFPolicy:
     def _padded_rows(
         self, prompts: list[list[int]], completions: list[list[int]], adapters: Sequence[str | None], share: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`_whole_rows` left-padded (after the batch's shared start)."""
+        """:meth:`_whole_rows` left-padded (after each group's start)."""
         k = max(map(len, completions))
         batch = self._prepare([p + c for p, c in zip(prompts, completions)], k + 1, adapters, share)  # (N, P + S)
         positions = (batch.mask.cumsum(-1) - 1).clamp(min=0)  # padding holes: count real tokens only
@@ -491,6 +488,40 @@ class HFPolicy:
             Response(text, prompt, cand, token_lp[row][k - len(cand) :] if cand else [], "scored")
             for row, (_, prompt, cand, text) in enumerate(chunk)
         ]
+
+
+def _common_start(rows: Sequence[Sequence[int]], limit: int) -> int:
+    """How many leading tokens (at most ``limit``) every row shares."""
+    shared = 0
+    while shared < limit and len({row[shared] for row in rows}) == 1:
+        shared += 1
+    return shared
+
+
+def prefix_groups(rows: Sequence[Sequence[int]], keep: int, adapters: Sequence[str | None]) -> tuple[int, list[int]]:
+    """A prefix length P and each row's group (numbered in order of first appearance): rows of a
+    group share their adapter and their first P tokens, so each group's prefix runs once. P saves
+    the most tokens, P × (rows − groups); 0 when nothing is worth it (under PREFIX_MIN tokens, or
+    every row in a group of its own). ``keep`` tokens at each row's end stay out of every prefix.
+
+    Why groups and not one prefix for the batch: a population's rows carry several adapters, and
+    a drawn example turn splits the rows where its move is written; one prefix would end there
+    (or not exist), and every row would run the rules after it again.
+    """
+    limit = min(map(len, rows)) - keep
+    order = sorted(range(len(rows)), key=lambda i: (adapters[i] or BASE, rows[i]))
+    common = [  # neighbours in sorted order share the most: a group is a run of them
+        _common_start((rows[a], rows[b]), limit) if adapters[a] == adapters[b] else 0 for a, b in zip(order, order[1:])
+    ]
+    best, saved = 0, 0
+    for length in sorted({*common, limit}):
+        groups = 1 + sum(c < length for c in common)
+        if length >= PREFIX_MIN and length * (len(rows) - groups) > saved:
+            best, saved = length, length * (len(rows) - groups)
+    if not best:
+        return 0, []
+    ids: dict[tuple, int] = {}
+    return best, [ids.setdefault((adapters[i] or BASE, tuple(row[:best])), len(ids)) for i, row in enumerate(rows)]
 
 
 @contextmanager

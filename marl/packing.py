@@ -2,7 +2,7 @@
 
 Why: a learner batch left-padded to its longest row computes every padding token through every
 layer. Packed, the rows of a bin sit side by side, each attending only to itself (and to the
-batch's shared start, computed once), so the only tokens computed in vain are the bins' unfilled
+start its group shares, computed once), so the only tokens computed in vain are the bins' unfilled
 tails. First fit, longest row first, needs at most 11/9 of the fewest bins possible, plus one
 (Dósa 2007); in a batch of similar rows it is one row per bin, as padding is, minus the padding.
 
@@ -40,16 +40,17 @@ def first_fit(lengths: Sequence[int], groups: Sequence) -> list[list[int]]:
     return bins
 
 
-def pack(rows: Sequence[list[int]], adapters: Sequence, tail: int, start: int, pad: int) -> Packed:
-    """``rows`` (each after a shared start of ``start`` tokens) in bins, with where the logits
-    predicting each row's last ``tail`` tokens come from, end-aligned as left padding aligns them:
-    in a row shorter than ``tail`` + 1, the slots before its second token hold its first position
-    (they predict no token of the row; the caller masks them)."""
+def pack(rows: Sequence[list[int]], adapters: Sequence, tail: int, start: int, pad: int, groups: Sequence | None = None) -> Packed:
+    """``rows`` (each after a start of ``start`` tokens) in bins, with where the logits predicting
+    each row's last ``tail`` tokens come from, end-aligned as left padding aligns them: in a row
+    shorter than ``tail`` + 1, the slots before its second token hold its first position (they
+    predict no token of the row; the caller masks them). ``groups``: rows that may share a bin
+    (those after the same start; each group has one adapter); by default, rows of one adapter."""
     if not all(rows):
         raise ValueError("every row needs a token")
     width = max(map(len, rows))
     packed = Packed([], [], [], [], [[] for _ in rows])
-    for members in first_fit([len(r) for r in rows], adapters):
+    for members in first_fit([len(r) for r in rows], adapters if groups is None else groups):
         g = len(packed.ids)
         ids, positions, segments = [], [], []
         for i in members:

@@ -4,9 +4,11 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from peft import LoraConfig
 
-from marl.hf import HFPolicy, _Sampler
+from marl.hf import PREFIX_MIN, HFPolicy, _Sampler, prefix_groups
 from marl.models import load_tiny
 from marl.policy import Request, Sampling, check_policy
 
@@ -196,10 +198,116 @@ def test_a_prompt_shared_by_its_candidates_runs_once_and_changes_nothing():
         grads = {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
         forwards.append((logprobs.detach(), targets[real], grads, prompt_passes))
     (shared, ids, grads, passes), (whole, whole_ids, whole_grads, whole_passes) = forwards
-    assert passes[0][0] == 5 and passes[1][0] == len(rows)  # 5 distinct (prompt, adapter), then 8 candidates
+    # the start the prompts share, once per adapter; then 5 distinct (prompt, adapter); then 8 candidates
+    assert [p[0] for p in passes] == [2, 5, len(rows)]
     assert len(whole_passes) == 1 and whole_passes[0][0] == len(rows)
     assert torch.equal(ids, whole_ids)
     assert torch.allclose(shared, whole, atol=1e-5)
     assert grads.keys() == whole_grads.keys() and any("lora_B.alice" in n for n in grads)
+    for name, grad in grads.items():
+        assert torch.allclose(grad, whole_grads[name], atol=1e-5), name
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.lists(st.integers(0, 2), min_size=1, max_size=40), st.sampled_from([None, "a", "b"])), min_size=1, max_size=8),
+    st.integers(0, 3),
+)
+def test_prefix_groups_share_what_they_claim_and_save_the_most(rows_adapters, keep):
+    """Each group's rows share their adapter and first P tokens, P leaves ``keep`` tokens to every
+    row, and no other length saves more prefill tokens (brute force over every length)."""
+    rows, adapters = [r for r, _ in rows_adapters], [a for _, a in rows_adapters]
+    shared, owner = prefix_groups(rows, keep, adapters)
+    limit = min(map(len, rows)) - keep
+
+    def saved(length):
+        return length * (len(rows) - len({(a, tuple(r[:length])) for r, a in zip(rows, adapters)}))
+
+    best = max([0] + [saved(n) for n in range(PREFIX_MIN, limit + 1)])
+    assert (saved(shared) if shared else 0) == best
+    if shared:
+        assert PREFIX_MIN <= shared <= limit and len(owner) == len(rows)
+        for g in set(owner):
+            members = [i for i, o in enumerate(owner) if o == g]
+            assert len({(adapters[i], tuple(rows[i][:shared])) for i in members}) == 1
+        assert len(set(owner)) == len({(a, tuple(r[:shared])) for r, a in zip(rows, adapters)})  # none split
+    else:
+        assert owner == []
+
+
+RULES = "Kuhn poker: J < Q < K, ante 1, check or bet, then call or fold. " * 3
+
+
+def population_of_two():
+    """The tiny model with two LoRA members, alice and bob, each playing unlike the base."""
+    policy = load_tiny()
+    for name, scale in (("alice", 0.5), ("bob", -0.5)):
+        policy.add_adapter(name, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+        with torch.no_grad():
+            for n, p in policy.model.named_parameters():
+                if f"lora_B.{name}" in n:
+                    p.copy_(torch.randn_like(p) * scale)
+    return policy
+
+
+def population_turns():
+    """24 turns in 6 groups, interleaved: alice, bob and the base, each shown an example check or bet."""
+    def turn(example, card, adapter, seed):
+        chat = [{"role": "system", "content": "Answer in \\boxed{}."}, {"role": "user", "content": RULES + "Your card: Q"},
+                {"role": "assistant", "content": f"\\boxed{{{example}}}"}, {"role": "user", "content": RULES + f"Your card: {card}"}]  # fmt: skip
+        return Request(chat, Sampling(1.0, 1.0, 8), seed=seed, adapter=adapter)
+
+    cases = [(e, c, a) for a in ("alice", "bob", None) for e in ("check", "bet") for c in ("J", "Q", "K", "A")]
+    requests = [turn(example, card, adapter, seed) for seed, (example, card, adapter) in enumerate(cases)]
+    return requests[1::2] + requests[::2]
+
+
+@pytest.mark.parametrize("decode", ["generate", "static"])
+def test_rows_of_several_adapters_and_examples_share_each_groups_start(decode):
+    """A population's turn: members' adapters mixed in one batch, each prompt showing one of two
+    example moves. Each (adapter, example) start runs once, in one pass, and every row plays and
+    records log-probs exactly as it would alone."""
+    policy = population_of_two()
+    policy.decode = decode
+    requests = population_turns()
+    passes = []
+    hook = policy.model.get_input_embeddings().register_forward_pre_hook(lambda m, args: passes.append(args[0].shape))
+    mixed = policy.act(requests)
+    hook.remove()
+    groups = {(r.adapter, r.messages[2]["content"]) for r in requests}
+    prompt_len = len(mixed[0].prompt_ids)
+    assert passes[0][0] == len(groups) == 6 and passes[0][1] > prompt_len // 2  # the starts, through the rules
+    assert passes[1][0] == len(requests) and passes[1][1] < prompt_len - passes[0][1] + 2  # each row's rest
+    alone = [policy.act([r])[0] for r in requests]
+    assert [r.completion_ids for r in mixed] == [r.completion_ids for r in alone]
+    for r, q in zip(mixed, requests):
+        assert r.logprobs == pytest.approx(forward_logprobs(policy, r.prompt_ids, r.completion_ids, adapter=q.adapter), abs=1e-4)
+
+
+def test_the_learner_pass_runs_each_groups_start_once_and_changes_nothing():
+    """Teacher-forced (the learner's pass, packed): each (adapter, example) start runs once and its
+    cache serves its group's bins; log-probs and gradients equal whole rows' (no sharing)."""
+    policy = population_of_two()
+    requests = population_turns()
+    prompts = policy.encode([r.messages for r in requests])
+    completions = [policy.tokenizer.encode(f"\\boxed{{{m}}}", add_special_tokens=False) for m in ["bet", "check", "fold"] * 8]
+    adapters = [r.adapter for r in requests]
+    results = []
+    for share in (True, False):
+        policy.model.zero_grad()
+        passes = []
+        hook = policy.model.get_input_embeddings().register_forward_pre_hook(lambda m, args: passes.append(args[0].shape))
+        logits, targets, real = policy._completion_pass(prompts, completions, adapters, share=share)
+        hook.remove()
+        logprobs = torch.log_softmax(logits, -1).gather(2, targets[..., None]).squeeze(2)[real]
+        logprobs.sum().backward()
+        grads = {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
+        results.append((logprobs.detach(), grads, passes))
+    (shared, grads, passes), (whole, whole_grads, whole_passes) = results
+    assert len({(tuple(p), a) for p, a in zip(prompts, adapters)}) == len(prompts)  # distinct prompts: the packed path, not forced choice's
+    assert passes[0][0] == 6 and len(whole_passes) == 1  # the six starts in one pass; then the packed rests
+    assert passes[1][1] < whole_passes[0][1] // 3  # the bins hold the rows' rests only
+    assert torch.allclose(shared, whole, atol=1e-5)
+    assert grads.keys() == whole_grads.keys() and any("lora_B.bob" in n for n in grads)
     for name, grad in grads.items():
         assert torch.allclose(grad, whole_grads[name], atol=1e-5), name
