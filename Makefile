@@ -45,7 +45,7 @@ test: install
 	$(BIN)/python -m pytest -n 2 --dist worksteal --durations=25
 
 # Every benchmark the README and docs/ quote, with the arguments it quotes (about three hours on 2 cores).
-BENCHMARKS := env_speed.py rollout_speed.py decode_ops.py learner_speed.py pool_overhead.py "learning_kuhn.py --seeds 0 1" \
+BENCHMARKS := env_speed.py rollout_speed.py population_rollout.py decode_ops.py learner_speed.py pool_overhead.py "learning_kuhn.py --seeds 0 1" \
 	"population_emergence.py --seeds 0 1" population_overhead.py coevolution_curricula.py population_memory.py \
 	async_speed.py learning_async.py "learning_leduc.py --seeds 0 1" "learning_rae.py --seeds 0 1 2" "learning_offline.py --seeds 0 1" \
 	"theory_of_mind.py --model tiny --model-matches 8" collaboration.py learning_smollm2.py

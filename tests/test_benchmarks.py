@@ -50,6 +50,13 @@ def test_rollout_speed_reports_both_ratios():
     assert {"ratio_vs_bare_generate", "ratio_vs_one_at_a_time"} <= set(tiny)
 
 
+def test_population_rollout_groups_prefixes_and_plays_the_same():
+    report = json.loads(run_benchmark("population_rollout.py", "--quick").strip().splitlines()[-1])
+    assert report["turns"]["prefix_groups"] == report["turns"]["one_prefix"] > 0
+    assert report["prefill_ratio"] < 0.8  # four adapters mixed: the old rule ran every prompt whole
+    assert report["speedup"] > 0
+
+
 def test_learner_speed_reports_its_ratio():
     stdout = run_benchmark("learner_speed.py", "--quick")
     packing, report = map(json.loads, stdout.strip().splitlines()[-2:])
