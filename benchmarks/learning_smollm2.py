@@ -47,13 +47,15 @@ def train(config_path: Path, overrides: list[str], run_dir: Path) -> float:
 
 
 def invalid_rate(record: dict) -> float:
-    """The iteration's invalid rate: the run's own, or a population's mean over its members."""
-    if "rollout/invalid_rate" in record:
-        return float(record["rollout/invalid_rate"])
+    """The iteration's invalid rate: a population's mean over its members of their own turns, or
+    the run's own. Why not a population's rollout rate: half its turns can be frozen snapshots',
+    whose rate stays where it was when they were frozen."""
     per_member: dict[str, list[float]] = {}
     for key, value in record.items():
         if (found := MEMBER_INVALID.match(key)) and found.group(1):
             per_member.setdefault(found.group(1), []).append(value)
+    if not per_member:
+        return float(record["rollout/invalid_rate"])
     return float(np.mean([np.mean(v) for v in per_member.values()]))
 
 

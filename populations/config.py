@@ -43,6 +43,11 @@ class PopulationConfig(Strict):
     pfsp_weighting: Literal["hard", "squared", "variance", "linear", "linear_capped"] = Field(
         "squared", description="PFSP's f(x) (x = the learner's win rate): hard/squared (1-x)², variance x(1-x), linear 1-x"
     )
+    pfsp_self_play: float = Field(
+        0.0, ge=0, le=1,
+        description="PFSP: the share of each learner's matches played against itself, both seats learning "
+        "(AlphaStar's main agents: 0.35); the rest against snapshots",
+    )  # fmt: skip
     meta_solver: Literal["uniform", "nash", "prd", "alpharank"] = Field(
         "nash", description="the meta-strategy over the population (PSRO's opponents, the reported mixture)"
     )

@@ -15,7 +15,8 @@ sampled, so matchmaking stays cheap for hundreds of members with thousands of sn
 - ``pfsp``: prioritised fictitious self-play (AlphaStar): historical player B is drawn with
   probability ``f(P[learner beats B]) / Σ_C f(P[learner beats C])`` under one of AlphaStar's
   weightings (``PFSP_WEIGHTINGS``), so hard opponents are met more often; an untried one counts
-  as x = ½.
+  as x = ½. With a self-play share (AlphaStar's main agents: 0.35), that share of the learner's
+  matches are against itself instead, where both seats learn.
 - ``skill``: rating-matched play: OpenSkill predicts each candidate's win probability against the
   learner and the closest to ½ are preferred (the FTW/TrueSkill "match quality" idea).
 - ``psro``: opponents drawn from the meta-strategy — the meta-solver's mixture over the
@@ -130,9 +131,12 @@ class Fictitious:
 
 
 class PFSP:
-    def __init__(self, weighting: str = "squared"):
+    def __init__(self, weighting: str = "squared", self_play: float = 0.0):
+        """``self_play``: the chance each match is against the learner itself. Why: a match against
+        a frozen snapshot teaches one seat, one against itself both, so a population whose members
+        see few turns an iteration learns faster per match played."""
         pfsp_weights([0.5], weighting)  # an unknown weighting fails now, not mid-run
-        self.weighting = weighting
+        self.weighting, self.self_play = weighting, self_play
 
     def opponents(
         self, pop: PopulationView, learners: Sequence[str], counts: Sequence[int], rng: np.random.Generator
@@ -141,7 +145,13 @@ class PFSP:
         if not past:
             return SelfPlay().opponents(pop, learners, counts, rng)
         weights = pfsp_weights(pop.win_rate_table(learners, past), self.weighting)  # (learners, past)
-        return [draw(past, row, count, rng) for row, count in zip(weights, counts)]
+        drawn = [draw(past, row, count, rng) for row, count in zip(weights, counts)]
+        if not self.self_play:
+            return drawn
+        return [
+            [learner if mirror else name for name, mirror in zip(names, rng.random(len(names)) < self.self_play)]
+            for learner, names in zip(learners, drawn)
+        ]
 
 
 class Skill:

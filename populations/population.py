@@ -61,7 +61,7 @@ class Snapshot:
 def make_matchmaker(config: PopulationConfig) -> Matchmaker | League:
     makers = {
         "self_play": SelfPlay, "fictitious": Fictitious, "skill": Skill, "psro": PSRO,
-        "pfsp": lambda: PFSP(config.pfsp_weighting), "league": lambda: League(config.league),
+        "pfsp": lambda: PFSP(config.pfsp_weighting, config.pfsp_self_play), "league": lambda: League(config.league),
     }  # fmt: skip
     return makers[config.matchmaker]()
 

@@ -315,3 +315,14 @@ def test_learning_smollm2_reports_the_invalid_rate_and_the_win_rate_from_the_sta
     assert report["references_vs_random"] == pytest.approx({"best_response": 11 / 24, "nash": 5 / 36, "passive": -1 / 2})
     assert set(report["members_final_win_vs_random"]) == ({"m0", "m1", "m2", "m3"} if population else set())
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_a_populations_invalid_rate_is_its_members_own_turns_not_its_frozen_snapshots():
+    invalid_rate = runpy.run_path(str(BENCHMARKS / "learning_smollm2.py"))["invalid_rate"]
+    population = {
+        "rollout/invalid_rate": 0.5,  # snapshots' turns included
+        "m0/kuhn_poker/player_0/invalid_rate": 0.2, "m0/kuhn_poker/player_1/invalid_rate": 0.0,
+        "m1/kuhn_poker/player_0/invalid_rate": 0.1, "m1/kuhn_poker/player_1/invalid_rate": 0.1,
+    }  # fmt: skip
+    assert invalid_rate(population) == pytest.approx(0.1)
+    assert invalid_rate({"rollout/invalid_rate": 0.5, "kuhn_poker/player_0/invalid_rate": 0.4}) == 0.5  # one policy

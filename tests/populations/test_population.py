@@ -170,6 +170,20 @@ def test_pfsp_meets_the_opponents_the_learner_loses_to_more_often():
     assert hard == pytest.approx(0.81 / 0.82, abs=0.03)
 
 
+def test_pfsp_plays_its_self_play_share_against_the_learner_itself_and_the_rest_by_pfsp():
+    pop = population(matchmaker="pfsp", pfsp_weighting="squared", pfsp_self_play=0.35)
+    for it in (0, 5):
+        pop.take_snapshot("m0", it)
+    play(pop, "m0", "m0@0", wins=9, losses=1)
+    play(pop, "m0", "m0@5", wins=1, losses=9)
+    plans = pop.plans(1, 2000, GAMES, SEATS)
+    mirrored = [p for p in plans if set(p.seats.values()) == {"m0"}]  # both seats the learner: both learn
+    assert len(mirrored) / 2000 == pytest.approx(0.35, abs=0.03)
+    rest = [p for p in plans if p not in mirrored]
+    assert sum("m0@5" in p.seats.values() for p in rest) / len(rest) == pytest.approx(0.81 / 0.82, abs=0.03)
+    assert population(matchmaker="pfsp").config.pfsp_self_play == 0  # PFSP alone unless asked
+
+
 @dataclass
 class StandIn:
     """The part of a ``PopulationView`` that PFSP reads: the historical players and win rates."""
