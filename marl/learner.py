@@ -1,7 +1,8 @@
 """The learner: PPO-clip updates of one policy from turn samples, TRL-style ergonomics.
 
 One ``update`` call = one training iteration: old log-probs are recomputed here (so the first
-step is exactly REINFORCE with the given advantages: ratio 1, nothing clipped), then ``epochs``
+step is exactly REINFORCE with the given advantages: ratio 1, nothing clipped; an update of one
+step takes them from its own pass instead of a separate one), then ``epochs``
 passes over the batch, each one optimiser step accumulated over micro-batches, or ``minibatches``
 steps, each on a shuffled share of the batch (PPO's minibatches, as CleanRL's: a small model
 learning from scratch needs more steps than one an epoch; only the first share is then on-policy).
@@ -389,11 +390,12 @@ class Learner:
         if self.config.algorithm != "ppo":
             return self._update_offline(samples)
         cfg, start = self.config, time.perf_counter()
-        old = self._logprobs_by_sample(samples)
+        one_step = self._one_step(samples)
+        old = {} if one_step else self._logprobs_by_sample(samples)  # one step: filled by its own pass
         ref = self._logprobs_by_sample(samples, reference=True) if self._has_reference else None
         stats: dict[str, float] = {}
         for epoch in range(cfg.epochs):
-            sums, grad_norm = self._epoch(samples, epoch, old, ref)
+            sums, grad_norm = self._epoch(samples, epoch, old, ref, one_step)
             if epoch == 0:
                 stats.update({f"{k}/first_epoch" if k.startswith("ppo") else k: v for k, v in sums.items()})
                 stats["policy/grad_norm"] = grad_norm
@@ -405,19 +407,31 @@ class Learner:
         self.schedule.step()
         self._pull_reference()
         stats.update(_staleness_stats(samples, old, cfg.is_cap))
-        tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples) * (cfg.epochs + 1)
+        tokens = sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples) * (cfg.epochs + (not one_step))
         stats["perf/learner_tokens_per_s"] = tokens / (time.perf_counter() - start)
         stats["learner/samples"] = float(len(samples))
         return stats
 
-    def _epoch(self, samples: list[TrainSample], epoch: int, old: dict, ref: dict | None) -> tuple[dict[str, float], float]:
+    def _one_step(self, samples: Sequence[TrainSample]) -> bool:
+        """Whether the update is a single optimiser step: its one pass then runs under the very
+        weights that would score the old log-probs, so those are its own, detached, and the
+        separate no-grad pass over the batch (a quarter of the learner's work) is skipped (TRL
+        does the same when it iterates once)."""
+        return self.config.epochs == 1 and min(self.config.minibatches, len(samples)) == 1
+
+    def _epoch(
+        self, samples: list[TrainSample], epoch: int, old: dict, ref: dict | None, one_step: bool = False
+    ) -> tuple[dict[str, float], float]:
         """One pass over ``samples``: an optimiser step per minibatch. Returns the pass's loss
-        diagnostics and mean gradient norm, each weighted by the minibatches' shares of the batch."""
+        diagnostics and mean gradient norm, each weighted by the minibatches' shares of the batch.
+        ``one_step``: ``old`` is filled by this pass's own log-probs (``_one_step``)."""
         sums: dict[str, float] = {}
         grad_norm = 0.0
         for part in self._minibatches(samples, epoch):
             share = len(part) / len(samples)
-            part_sums = self._fitting(part, lambda chunks: self._accumulate(chunks, old, ref), f"{self.policy.name}: learner step")
+            part_sums = self._fitting(
+                part, lambda chunks: self._accumulate(chunks, old, ref, one_step), f"{self.policy.name}: learner step"
+            )
             grad_norm += share * float(torch.nn.utils.clip_grad_norm_(self.params, self.config.max_grad_norm))
             self.optimizer.step()
             for key, value in part_sums.items():
@@ -437,7 +451,7 @@ class Learner:
     def _kickstarting(self) -> bool:
         return self.teacher is not None and self.config.kickstart_coef > 0
 
-    def _accumulate(self, chunks: list[list[TrainSample]], old: dict, ref: dict | None) -> dict[str, float]:
+    def _accumulate(self, chunks: list[list[TrainSample]], old: dict, ref: dict | None, one_step: bool = False) -> dict[str, float]:
         """One epoch's gradients, accumulated over ``chunks`` from zero (so a pass cut short by
         running out of memory can simply start again), and the epoch's loss diagnostics."""
         cfg, total = self.config, sum(map(len, chunks))
@@ -458,6 +472,8 @@ class Learner:
             clip_high = None
             if any(s.clip_high is not None for s in chunk):
                 clip_high = torch.tensor([cfg.clip_eps if s.clip_high is None else s.clip_high for s in chunk], device=device)  # (N,)
+            if one_step:
+                old.update({id(s): row[real] for s, row, real in zip(chunk, logprobs.detach(), mask)})
             old_lp = _padded(old, chunk, logprobs, mask)
             behaviour, stale = _behaviour(chunk, old_lp, mask)
             terms = ppo_clip_loss(

@@ -100,6 +100,35 @@ def test_minibatches_step_once_each_on_shares_that_cover_the_batch_and_a_resumed
     assert {int(state["step"]) for state in one.optimizer.state.values()} == {2}
 
 
+def test_a_one_step_update_takes_its_old_log_probs_from_its_own_pass_and_steps_as_a_separate_pass_would(monkeypatch):
+    def updated(skip: bool) -> tuple[torch.Tensor, dict, int]:
+        policy = load_tiny(6)
+        learner = Learner(policy, OptimConfig(epochs=1, lr=1e-2))
+        if not skip:
+            monkeypatch.setattr(learner, "_one_step", lambda samples: False)
+        passes = 0
+        score = policy.completion_logprobs
+
+        def counted(*args, **kwargs):
+            nonlocal passes
+            passes += 1
+            return score(*args, **kwargs)
+
+        monkeypatch.setattr(policy, "completion_logprobs", counted)
+        stats = learner.update(samples_for(policy, ["bet", "check", "bet"], [1.0, -1.0, 0.5]))
+        return torch.cat([p.detach().flatten() for p in policy.model.parameters()]), stats, passes
+
+    skipped, skipped_stats, skipped_passes = updated(skip=True)
+    separate, separate_stats, separate_passes = updated(skip=False)
+    assert (skipped_passes, separate_passes) == (1, 2)  # one micro-batch: the step's pass, and the old pass before it
+    assert torch.allclose(skipped, separate, atol=1e-6)  # the same step: ratio 1, the advantage's gradient
+    assert not torch.allclose(skipped, torch.cat([p.detach().flatten() for p in load_tiny(6).model.parameters()]))
+    assert skipped_stats["ppo/approx_kl/first_epoch"] == pytest.approx(0.0, abs=1e-7)
+    assert skipped_stats["loss/policy"] == pytest.approx(separate_stats["loss/policy"])
+    assert not Learner(load_tiny(6), OptimConfig(epochs=2))._one_step([None] * 3)
+    assert not Learner(load_tiny(6), OptimConfig(epochs=1, minibatches=2))._one_step([None] * 3)
+
+
 def _trained(config: OptimConfig) -> tuple[torch.Tensor, list[torch.dtype]]:
     """The tiny model's weights after two updates under ``config``, and the dtypes its logits came in."""
     policy = load_tiny(6)
