@@ -100,10 +100,10 @@ class RolloutConfig(Strict):
     )
     demonstration: bool = Field(
         False,
-        description="free text: show one example turn (a state with the turn's own legal moves, or the opening, and "
-        "one of them in \\boxed{}) before the model's own, as a chat exchange: SmolLM2-135M then writes the format "
-        "about a fifth of the time instead of almost never; it also copies the example's move, so that move is drawn "
-        "per turn among the legal moves (docs/training.md)",
+        description="free text: show one example turn (the game's opening state and a legal move in \\boxed{}) "
+        "before the model's own, as a chat exchange: SmolLM2-135M then writes the format about a fifth of the time "
+        "instead of almost never; it also copies the example's move, so that move is drawn per turn among the legal "
+        "opening moves (docs/training.md)",
     )
 
     parse: Literal["strict", "lenient"] = Field(

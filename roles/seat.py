@@ -18,7 +18,6 @@ an invalid move with a reason — never an exception — and costs what the conf
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Literal
@@ -49,42 +48,19 @@ def family_of(game: str) -> str:
 
 
 @cache
-def example_states(game: str) -> dict[tuple[str, ...], str]:
-    """One observation for each set of legal moves a turn may face early in ``game``: the first
-    mover's opening (seed 0), then each state one move after it, the first seen for each set, so
-    that a turn can be shown an example with its own legal moves. Raises ValueError for a game
-    whose moves are free text."""
+def demonstrations(game: str) -> tuple[tuple[str, str], ...]:
+    """The example turns of ``game`` to show before a model's own, one per legal opening move:
+    the first mover's opening observation (seed 0) and that move written in the output format.
+    They show the format, not good play; a turn is shown one of them, drawn per turn, so a model
+    that copies its example copies every opening move equally often instead of one. Raises
+    ValueError for a game whose moves are free text."""
     env = games.make(game)
     env.reset(seed=0)
     agent = env.agent_selection
     if not choosable(env, agent):
         raise ValueError(f"{game}'s moves are free text, with no legal move to show")
-    states = {tuple(env.legal_moves(agent)): env.observe(agent)["prompt"]}
-    for move in env.legal_moves(agent):
-        env.reset(seed=0)
-        env.step(env.action_of(move))
-        after = env.agent_selection
-        if env.agents and not env.terminations[after] and choosable(env, after) and env.legal_moves(after):
-            states.setdefault(tuple(env.legal_moves(after)), env.observe(after)["prompt"])
-    return states
-
-
-def demonstrations(game: str, legal: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
-    """The example turns to show before a turn whose legal moves are ``legal``: a state with those
-    moves (``example_states``; the opening when none has them) and each of its moves written in
-    the output format, one per move. They show the format, not good play; a turn is shown one of
-    them, drawn per turn, so a model that copies its example copies every move equally often
-    instead of one, and a move it copies is legal: shown only the opening's check and bet, SmolLM2
-    went on writing them facing a bet (docs/training.md). Raises ValueError for free-text games."""
-    states = example_states(game)
-    legal = legal if legal in states else next(iter(states))
-    return tuple((states[legal], demonstrated(move)) for move in legal)
-
-
-def legal_moves_in(observation: str) -> tuple[str, ...]:
-    """The legal moves an observation's last line offers; () when it offers none."""
-    last = observation.rsplit("\n", 1)[-1]
-    return tuple(last.removeprefix(LEGAL_MOVES).strip().split(", ")) if last.startswith(LEGAL_MOVES) else ()
+    shown = env.observe(agent)["prompt"]
+    return tuple((shown, demonstrated(move)) for move in env.legal_moves(agent))
 
 
 def demonstrated(move: str) -> str:
@@ -140,8 +116,7 @@ class SeatRole:
         fmt = TEXTARENA_FORMAT if self.family == "arena" else OUTPUT_FORMAT
         chat = [{"role": "system", "content": f"{FAMILY_BRIEFS[self.family]} {fmt}"}]
         if self.demonstrate:  # a small pretrained model copies a format it has seen far more often than it follows one
-            shown = demonstrations(self.game, legal_moves_in(observation))
-            shown, answer = shown[self.example % len(shown)]
+            shown, answer = demonstrations(self.game)[self.example]
             chat += [{"role": "user", "content": shown}, {"role": "assistant", "content": answer}]
         return [*chat, {"role": "user", "content": observation}]
 
@@ -157,8 +132,7 @@ class SeatRole:
         among them uniformly, so a strategy read is their mean."""
         if not self.demonstrate:
             return (self,)
-        count = math.lcm(*map(len, example_states(self.game)))  # each state's examples equally often
-        return tuple(replace(self, example=k) for k in range(count))
+        return tuple(replace(self, example=k) for k in range(len(demonstrations(self.game))))
 
     def format_move(self, move: str) -> str:
         """A move written as the role's output format asks (as its example turn writes it, when it
