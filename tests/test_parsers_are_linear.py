@@ -5,7 +5,10 @@ output once took seconds to parse. Wall-clock limits would be flaky, so this che
 *grows*: the same adversarial shape (a prefix, a unit repeated, a suffix) is parsed at doubling
 sizes, and the CPU time's growth exponent over the sizes measured must stay near 1 (linear),
 far from 2 (quadratic). Sizes stop early once one parse takes seconds: by then a quadratic
-parser has shown its exponent, and the test fails instead of hanging.
+parser has shown its exponent, and the test fails instead of hanging. Load elsewhere on the
+machine can still bend one measurement's curve (CI once measured 1.68 for a parser that passes
+alone), so a curve over the limit is measured again, up to ``ATTEMPTS`` times: a quadratic
+parser is quadratic every time.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ FLOOR_S = 0.02  # parses cheaper than this are mostly noise on a shared machine,
 STOP_S = 1.5  # one parse this slow is enough evidence: a linear parser takes milliseconds
 ROUNDS = 3
 MAX_EXPONENT = 1.6  # linear is 1.0, quadratic 2.0
+ATTEMPTS = 3
 
 # The pieces parsers look for, in pieces: what adversarial output is built from.
 TOKENS = [
@@ -95,6 +99,25 @@ def growth_exponent(parse, prefix: str, unit: str, suffix: str) -> float | None:
     return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
 
 
+def least_exponent(parse, prefix: str, unit: str, suffix: str) -> float | None:
+    """``growth_exponent``, measured again while it is over the limit, up to ``ATTEMPTS`` times:
+    the least measured (None as soon as one finds nothing growing measurably)."""
+    exponents = []
+    for _ in range(ATTEMPTS):
+        exponent = growth_exponent(parse, prefix, unit, suffix)
+        if exponent is None:
+            return None
+        exponents.append(exponent)
+        if exponent < MAX_EXPONENT:
+            break
+    return min(exponents)
+
+
+def test_a_quadratic_parser_is_caught_on_every_attempt():
+    rescanning = lambda t: [t.find("}", i) for i in range(0, len(t), 16)]  # noqa: E731 (each start rescans to the end)
+    assert least_exponent(rescanning, "", "\\boxed{", "") > 1.8
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PARSERS)
 @settings(max_examples=4, deadline=None, derandomize=True)
@@ -107,7 +130,7 @@ def growth_exponent(parse, prefix: str, unit: str, suffix: str) -> float | None:
 @example(prefix="", unit="'", suffix="")  # nested quotes around an answer
 @example(prefix="a", unit=" ", suffix="a")  # punctuation trimmed from both ends of a move
 def test_parsing_time_grows_linearly(name, prefix, unit, suffix):
-    exponent = growth_exponent(PARSERS[name], prefix, unit, suffix)
+    exponent = least_exponent(PARSERS[name], prefix, unit, suffix)
     assert exponent is None or exponent < MAX_EXPONENT, (
         f"{name}: parse time grows as size^{exponent:.2f} on {prefix!r} + {unit!r} * n + {suffix!r}"
     )
