@@ -420,7 +420,7 @@ class Learner:
         return self.config.epochs == 1 and min(self.config.minibatches, len(samples)) == 1
 
     def _epoch(
-        self, samples: list[TrainSample], epoch: int, old: dict, ref: dict | None, one_step: bool = False
+        self, samples: list[TrainSample], epoch: int, old: dict, ref: dict | None, one_step: bool
     ) -> tuple[dict[str, float], float]:
         """One pass over ``samples``: an optimiser step per minibatch. Returns the pass's loss
         diagnostics and mean gradient norm, each weighted by the minibatches' shares of the batch.
